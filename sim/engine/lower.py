@@ -1,0 +1,331 @@
+"""Lowering: an op on a chip → a :class:`~sim.mapper.search.TileProblem`, and a problem
+plus its mapping → the plain arrays the Numba engine reads.
+
+Every op kind becomes the same three-loop tile nest:
+
+=============  ===========================  ====================  ======================
+op             A (read)                     B (read)              C (written)
+=============  ===========================  ====================  ======================
+GEMM           activations (m, k)           weights (n, k)        outputs (m, n)
+attention      Q rows (m = q_len·group)     K and V rows (k)      O rows (m)
+vector op      input rows (m)               -                     output rows (m)
+copy           source rows (m)              -                     destination rows (m)
+=============  ===========================  ====================  ======================
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataflow import get_dataflow
+from ..dtypes import get_format, sparse_2_4_bytes
+from ..errors import MappingError, ShapeError
+from ..kernels import engine as K
+from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_tile_cycles, special_cycles,
+                              vector_cycles)
+from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, block_ranges
+from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
+
+#: elements per row when a 1-D stream (vector op, copy) is laid out as rows
+STREAM_ROW_ELEMENTS = 1024
+#: online-softmax work per score in a fused attention tile: max, subtract, exp, sum,
+#: rescale (FlashAttention-2, Dao 2023, Algorithm 1): 4 plain lane ops and 1 exp
+SOFTMAX_LANE_OPS_PER_SCORE = 4
+SOFTMAX_SPECIAL_OPS_PER_SCORE = 1
+
+
+@dataclass(frozen=True)
+class Options:
+    """How an op is simulated: dataflow (None = the array's default), memory model
+    ('modeled' or 'ideal'), which array, and RS row length."""
+
+    dataflow: str | None = None
+    memory: str = "modeled"
+    array: str | None = None
+    row_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.memory not in ("modeled", "ideal"):
+            raise MappingError(f"memory must be 'modeled' or 'ideal', got {self.memory!r}")
+
+
+def bytes_per_element(dtype: str) -> float:
+    return get_format(dtype).bits_per_value / 8.0
+
+
+def _dataflow_model(choice: ArrayChoice, opts: Options):
+    if choice.dataflow == "rs" and opts.row_length is not None:
+        return get_dataflow("rs", row_length=opts.row_length)
+    return get_dataflow(choice.dataflow)
+
+
+def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
+    """Preferred tile granularity along (m, n, k): the array dims mapped onto them."""
+    units = {"m": 1, "n": 1, "k": 1}
+    spec = df.spec
+    kpack = max(1, int(round(choice.k_per_pe_cycle)))
+    row_len = getattr(df, "row_length", 1) or 1
+    units[spec.spatial_rows] = choice.rows * (kpack * row_len if spec.spatial_rows == "k" else 1)
+    units[spec.spatial_cols] = choice.cols * (kpack if spec.spatial_cols == "k" else 1)
+    if choice.count > 1:
+        units["n"] *= 1
+    return units["m"], units["n"], units["k"]
+
+
+def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
+    rate = compute_rate_class(op.dtype, op.weight_dtype)
+    choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
+    df = _dataflow_model(choice, opts)
+    if op.sparsity == "2:4":
+        b_bpe = sparse_2_4_bytes(op.b_dtype, op.k * op.n) / (op.k * op.n)
+    else:
+        b_bpe = bytes_per_element(op.b_dtype)
+    layout = OperandLayout(a=bytes_per_element(op.dtype), b=b_bpe, c=bytes_per_element(op.c_dtype))
+    split = "n"
+
+    def cycles_fn(mt, nt, kt):
+        return gemm_tile_cycles(df, choice, mt, nt, kt, split).astype(np.float64)
+
+    um, un, uk = _array_units(df, choice)
+    prob = TileProblem(name=op.name, count=op.count, m=op.m, n=op.n, k=op.k, layout=layout, cycles_fn=cycles_fn,
+                       b_shared=op.b_shared, unit_m=um, unit_n=un * choice.count, unit_k=uk,
+                       macs=op.macs, flops=op.flops)
+    info = {"kind": "gemm", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
+            "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
+            "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "sparse_2_4_units_used": choice.sparse_2_4,
+            "k_per_pe_cycle": choice.k_per_pe_cycle, "array_split": split,
+            "row_length": getattr(df, "row_length", None)}
+    return prob, info
+
+
+def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[TileProblem, dict]:
+    """FlashAttention-style fused attention: per (sequence, KV head) instance, a block of
+    query rows (the ``heads/kv_heads`` query heads sharing a KV head, position-major)
+    stays on chip while K and V tiles stream past; scores never leave the core.
+
+    When there are fewer instances than cores and long contexts (decode), the key range is
+    split into independent chunks (split-KV / FlashDecoding) so every core works; the
+    partial results are combined by a small reduction counted in the same op.
+    """
+    choice = choose_array(chip, get_format(op.dtype).rate_class, dataflow=opts.dataflow, array_name=opts.array)
+    df = _dataflow_model(choice, opts)
+    group = op.heads // op.kv_heads
+    count = op.batch * op.kv_heads
+    m = op.q_len * group
+    d = op.head_dim
+    kv_bpe = bytes_per_element(op.kv_format)
+    act_bpe = bytes_per_element(op.dtype)
+    splits = 1
+    if not op.causal and count < cores and op.kv_len >= 512:
+        splits = max(1, min(cores // count, op.kv_len // 256))
+    k_len = -(-op.kv_len // splits)
+    layout = OperandLayout(a=act_bpe, b=kv_bpe, c=act_bpe if splits == 1 else 4.0, psum=4.0)
+
+    def cycles_fn(mt, nt, kt):
+        mt = np.asarray(mt, dtype=np.int64)
+        kt = np.asarray(kt, dtype=np.int64)
+        qk = gemm_tile_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")
+        pv = gemm_tile_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")
+        scores = mt * kt
+        vec = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE) + special_cycles(
+            chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
+        # arrays and vector unit work on different tiles at the same time (pipelined)
+        return np.maximum(qk + pv, vec).astype(np.float64)
+
+    um, un, uk = _array_units(df, choice)
+    prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
+                       a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
+                       reduction=True, causal=op.causal, causal_past=op.kv_len - op.q_len, causal_group=group,
+                       unit_m=max(1, min(um, 128)), unit_n=1, unit_k=max(16, uk), fixed_order="mnk",
+                       macs=op.macs, flops=op.flops)
+    info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
+            "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
+            "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "k_per_pe_cycle": choice.k_per_pe_cycle,
+            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "fused": True}
+    return prob, info
+
+
+def stream_problem(chip, name: str, elements: int, read_bytes: float, write_bytes: float,
+                   lane_ops_per_element: float, kind: str) -> tuple[TileProblem, dict]:
+    """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies)."""
+    width = min(STREAM_ROW_ELEMENTS, elements)
+    rows = -(-elements // width)
+    a_bpe = read_bytes / elements if read_bytes else 0.0
+    c_bpe = write_bytes / elements if write_bytes else 0.0
+    layout = OperandLayout(a=max(a_bpe, 1e-9), b=0.0, c=max(c_bpe, 1e-9), psum=max(c_bpe, 1e-9))
+
+    def cycles_fn(mt, nt, kt):
+        return vector_cycles(chip, np.asarray(mt, dtype=np.float64) * width * lane_ops_per_element)
+
+    prob = TileProblem(name=name, count=1, m=rows, n=1, k=1, layout=layout, cycles_fn=cycles_fn,
+                       a_dims=("m",), b_dims=(), c_dims=("m",), a_fixed=width, c_fixed=width,
+                       reduction=False, has_b=False, unit_m=8, fixed_order="mnk")
+    if read_bytes == 0:
+        prob.a_dims, prob.a_fixed = (), 0
+    info = {"kind": kind, "row_elements": width, "rows": rows}
+    return prob, info
+
+
+def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
+    if isinstance(op, Gemm):
+        return gemm_problem(chip, op, opts)
+    if isinstance(op, Conv2d):
+        prob, info = gemm_problem(chip, op.as_gemm(), opts)
+        info["lowering"] = "im2col"
+        return prob, info
+    if isinstance(op, Attention):
+        if not op.fused:
+            raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
+                               "by the trace builder; simulate those ops instead")
+        return attention_problem(chip, op, opts, cores)
+    if isinstance(op, VectorOp):
+        return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
+                              "vector")
+    if isinstance(op, Copy):
+        return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
+    raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine")
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+def memory_budget(chip, ideal: bool) -> MemoryBudget:
+    """Per-core tile buffer (the outermost core-scope SRAM, which DMA fills), its port,
+    and the chip-level bandwidths."""
+    srams = chip.memory.core_srams
+    if not srams:
+        raise MappingError(f"chip '{chip.name}' has no core-scope SRAM to hold tiles")
+    buf = srams[-1]
+    buffers = 2 if buf.double_buffered else 1
+    part = None
+    if buf.partition is not None:
+        part = (buf.partition.input_kib * 1024.0, buf.partition.weight_kib * 1024.0,
+                buf.partition.output_kib * 1024.0)
+    dram = chip.memory.dram
+    dram_bpc = dram.peak_bytes_per_s / chip.clock_hz
+    l2 = sum(s.capacity_bytes for s in chip.memory.chip_srams)
+    # Little's law: one core cannot move more than its outstanding requests per latency
+    latency_ns = dram.t_rcd_ns + dram.t_cl_ns + dram.controller_latency_ns + dram.burst_ns
+    per_core_bpc = dram.max_outstanding_requests_per_core * dram.access_bytes / latency_ns * 1e9 / chip.clock_hz
+    return MemoryBudget(sram_bytes=float(buf.capacity_bytes), partition=part, buffers=buffers,
+                        dram_bytes_per_cycle=dram_bpc,
+                        port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
+                        noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
+                        ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz)
+
+
+# --------------------------------------------------------------------------- kernel arrays
+
+_DIM_CODE = {"m": 0, "n": 1, "k": 2}
+_ALIGN = 1 << 21
+
+
+def _align(x: float) -> float:
+    return float(math.ceil(x / _ALIGN) * _ALIGN)
+
+
+def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool) -> dict:
+    """Everything :func:`sim.kernels.engine.run_tiled` reads, as NumPy arrays."""
+    cyclic = mapping.distribution == "cyclic"
+    if cyclic:
+        P = mapping.cores_used
+        ranges = np.zeros((P, 6), dtype=np.int64)
+    else:
+        ranges = block_ranges(prob, mapping.partition, prob.unit_m, prob.unit_n)
+        P = len(ranges)
+    geo = np.zeros(K.G_LEN, dtype=np.int64)
+    geo[K.G_MODE] = 1 if cyclic else 0
+    geo[K.G_P] = P
+    geo[K.G_COUNT] = prob.count
+    geo[K.G_M], geo[K.G_N], geo[K.G_K] = prob.m, prob.n, prob.k
+    geo[K.G_MT], geo[K.G_NT], geo[K.G_KT] = mapping.tile_m, mapping.tile_n, mapping.tile_k
+    for i, ch in enumerate(mapping.loop_order):
+        geo[K.G_ORDER0 + i] = _DIM_CODE[ch]
+    geo[K.G_CAUSAL] = 1 if prob.causal else 0
+    geo[K.G_CAUSAL_PAST] = prob.causal_past
+    geo[K.G_CAUSAL_GROUP] = max(1, prob.causal_group)
+    geo[K.G_IDEAL] = 1 if ideal else 0
+    dram = chip.memory.dram
+    geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
+    geo[K.G_GRAN] = dram.access_bytes
+    l2_levels = chip.memory.chip_srams
+    l2_bytes = sum(s.capacity_bytes for s in l2_levels)
+    desc = np.zeros((3, K.D_LEN), dtype=np.int64)
+    max_tile = 1.0
+    for row, which in enumerate(("a", "b", "c")):
+        dims = getattr(prob, f"{which}_dims")
+        fixed = getattr(prob, f"{which}_fixed")
+        present = bool(dims) and (which != "b" or prob.has_b)
+        desc[row, K.D_PRESENT] = 1 if present else 0
+        if not present:
+            continue
+        desc[row, K.D_DIM1] = _DIM_CODE[dims[0]]
+        if len(dims) > 1:
+            desc[row, K.D_DIM2] = _DIM_CODE[dims[1]]
+        else:
+            desc[row, K.D_DIM2] = 3
+            desc[row, K.D_EXTENT2] = max(1, fixed)
+        desc[row, K.D_SHARED] = 1 if (which == "b" and prob.b_shared) else 0
+        desc[row, K.D_CACHEABLE] = 1 if which != "c" else 0
+        ext = {"m": mapping.tile_m, "n": mapping.tile_n, "k": mapping.tile_k}
+        n_el = max(1, fixed) if len(dims) == 1 else 1
+        for dd in dims:
+            n_el *= ext[dd]
+        max_tile = max(max_tile, n_el * getattr(prob.layout, which))
+    if l2_bytes > 0 and not ideal:
+        ways = 16
+        entries = max(ways, int(l2_bytes // max_tile))
+        geo[K.G_L2_SETS] = max(1, entries // ways)
+        geo[K.G_L2_WAYS] = ways
+    fp = np.zeros(K.F_LEN, dtype=np.float64)
+    fp[K.F_BPE_A], fp[K.F_BPE_B], fp[K.F_BPE_C] = prob.layout.a, max(prob.layout.b, 1e-9), prob.layout.c
+    fp[K.F_BPE_PSUM] = prob.layout.psum
+    fp[K.F_CYCLE_NS] = 1e9 / chip.clock_hz
+    fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
+    buf = chip.memory.core_srams[-1]
+    fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle
+    if l2_levels:
+        fp[K.F_L2_BYTES_PER_CYCLE] = sum(s.bytes_per_cycle for s in l2_levels)
+        fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)
+    else:
+        fp[K.F_L2_BYTES_PER_CYCLE] = 1.0
+    # operands live in disjoint, aligned regions of one flat address space
+    a_total = prob.count * prob.m * max(1, prob.k if "k" in prob.a_dims else 1) * max(1, prob.a_fixed) * prob.layout.a
+    b_total = (1 if prob.b_shared else prob.count) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
+        1, prob.b_fixed) * max(prob.layout.b, 1e-9)
+    c_total = prob.count * prob.m * prob.n * max(1, prob.c_fixed) * prob.layout.c
+    fp[K.F_BASE_A] = 0.0
+    fp[K.F_BASE_B] = _align(a_total)
+    fp[K.F_BASE_C] = fp[K.F_BASE_B] + _align(b_total)
+    fp[K.F_BASE_PSUM] = fp[K.F_BASE_C] + _align(c_total)
+    fp[K.F_NOC_LATENCY_CYCLES] = chip.noc.latency_cycles
+    fp[K.F_DMA_ISSUE_CYCLES] = 0.0  # issue rate is bounded by the port bandwidth
+    ctab = compute_table(prob, mapping, ranges if not cyclic else None)
+    return dict(geo=geo, desc=desc, ranges=ranges, ctab=ctab, fp=fp, P=P)
+
+
+def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
+    """[cores or 1, 8] compute cycles of one step for every (m, k, n) full/edge combination."""
+    def row(mm, nn, kk):
+        out = np.zeros(8)
+        for em in (0, 1):
+            for ek in (0, 1):
+                for en in (0, 1):
+                    sm = mapping.tile_m if em == 0 else (mm % mapping.tile_m or mapping.tile_m)
+                    sn = mapping.tile_n if en == 0 else (nn % mapping.tile_n or mapping.tile_n)
+                    sk = mapping.tile_k if ek == 0 else (kk % mapping.tile_k or mapping.tile_k)
+                    out[em * 4 + ek * 2 + en] = float(prob.cycles_fn(np.array([sm]), np.array([sn]), np.array([sk]))[0])
+        return out
+
+    if ranges is None:
+        return row(prob.m, prob.n, prob.k)[None, :]
+    tab = np.zeros((len(ranges), 8))
+    cache: dict = {}
+    for i, r in enumerate(ranges):
+        key = ((r[3] - r[2]) % mapping.tile_m, (r[5] - r[4]) % mapping.tile_n)
+        if key not in cache:
+            cache[key] = row(r[3] - r[2], r[5] - r[4], prob.k)
+        tab[i] = cache[key]
+    return tab

@@ -1,0 +1,356 @@
+"""Orchestration: simulate one op on one chip → :class:`~sim.results.OpResult`.
+
+Steps (plain Python around one compiled kernel):
+
+1. lower the op to a tile problem (:mod:`sim.engine.lower`);
+2. map it (:func:`sim.mapper.search.search`), memoised per (chip, op, options);
+3. build the kernel's arrays and run :func:`sim.kernels.engine.run_tiled` - or, for
+   problems with very many steps, run two shortened copies of the problem along its
+   longest tile loop and extrapolate linearly (the tile nest is periodic along that loop,
+   so every count and the cycle total are affine in its trip count; memory stays flat in
+   the problem size);
+4. turn the per-core statistics into a result with energy and roofline terms.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .. import energy as E
+from ..errors import MappingError, ShapeError
+from ..kernels import engine as K
+from ..mapper.search import Mapping, TileProblem, search
+from ..memory.dram import DramParams
+from ..results import OpResult
+from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
+from .lower import Options, kernel_arrays, lower_op, memory_budget
+
+#: above this many steps on the busiest core a problem is extrapolated (see module doc)
+EXTRAPOLATE_STEPS = 60_000
+_MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
+_MEMO_MAX = 4096
+
+
+def clear_cache() -> None:
+    _MEMO.clear()
+
+
+def _chip_key(chip) -> Any:
+    return (chip.name, hash(chip))
+
+
+def simulate_op(chip, op, options: Options | None = None) -> OpResult:
+    """Simulate ``op`` on ``chip``; identical (chip, op, options) return the memoised result."""
+    options = options or Options()
+    key = (_chip_key(chip), op, options)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        _MEMO.move_to_end(key)
+        return hit
+    if isinstance(op, Collective):
+        res = _collective(chip, op, options)
+    else:
+        res = _simulate_tiled(chip, op, options)
+    _MEMO[key] = res
+    if len(_MEMO) > _MEMO_MAX:
+        _MEMO.popitem(last=False)
+    return res
+
+
+def _rate_class(mapping_info: dict) -> str | None:
+    return mapping_info.get("rate_class")
+
+
+def _run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool) -> dict:
+    arrs = kernel_arrays(chip, prob, mapping, ideal)
+    P = arrs["P"]
+    params = DramParams.from_spec(chip.memory.dram)
+    p = params.to_array()
+    state = params.new_state()
+    stats = np.zeros((P, K.S_LEN))
+    hist = np.zeros((P, 8), dtype=np.int64)
+    out_time = np.zeros(1)
+    K.run_tiled(arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p, state, stats, hist, out_time)
+    return {"stats": stats, "hist": hist, "makespan": float(out_time[0]), "dram_state": state, "P": P,
+            "geo": arrs["geo"], "ranges": arrs["ranges"]}
+
+
+def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
+    tm = math.ceil(prob.m / mapping.tile_m)
+    tn = math.ceil(prob.n / mapping.tile_n)
+    tk = math.ceil(prob.k / mapping.tile_k)
+    total = prob.count * tm * tn * tk
+    return math.ceil(total / max(1, mapping.cores_used))
+
+
+def _shrink(prob: TileProblem, mapping: Mapping, dim: str, trips: int) -> TileProblem:
+    """A copy of ``prob`` whose ``dim`` (count, m or n) keeps ``trips`` tile rounds per
+    core slice plus the original remainder, so edge tiles stay the same."""
+    size = getattr(prob, dim)
+    if dim == "count":
+        per = mapping.partition[0] if mapping.distribution == "block" else 1
+        tile = 1
+    else:
+        per = {"m": mapping.partition[1], "n": mapping.partition[2]}[dim] if mapping.distribution == "block" else 1
+        tile = {"m": mapping.tile_m, "n": mapping.tile_n}[dim]
+        if dim == "m" and mapping.distribution == "block":
+            tile = max(tile, prob.unit_m)
+        if dim == "n" and mapping.distribution == "block":
+            tile = max(tile, prob.unit_n)
+    round_size = tile * per
+    if mapping.distribution == "cyclic" and dim != "count":
+        round_size = tile
+    rem = size % round_size
+    return dataclasses.replace(prob, **{dim: trips * round_size + rem}), round_size, rem
+
+
+def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool) -> dict:
+    """Run two shortened copies along the longest loop and extrapolate every statistic."""
+    if mapping.distribution == "cyclic":
+        candidates = ["m"] if prob.m // mapping.tile_m >= 8 else ["count"]
+    else:
+        candidates = sorted(("count", "m", "n"), key=lambda d: -(getattr(prob, d) / (
+            {"count": 1, "m": mapping.tile_m, "n": mapping.tile_n}[d] * {"count": mapping.partition[0],
+                                                                           "m": mapping.partition[1],
+                                                                           "n": mapping.partition[2]}[d])))
+    dim = candidates[0]
+    p1, round_size, rem = _shrink(prob, mapping, dim, 4)
+    p2, _, _ = _shrink(prob, mapping, dim, 8)
+    full_trips = (getattr(prob, dim) - rem) / round_size
+    r1 = _run_kernel(chip, p1, mapping, ideal)
+    r2 = _run_kernel(chip, p2, mapping, ideal)
+    f = (full_trips - 4) / 4.0
+    out = dict(r2)
+    out["stats"] = r1["stats"] + (r2["stats"] - r1["stats"]) * (full_trips - 4) / 4.0
+    out["hist"] = np.round(r1["hist"] + (r2["hist"] - r1["hist"]) * f).astype(np.int64)
+    out["makespan"] = r1["makespan"] + (r2["makespan"] - r1["makespan"]) * f
+    s1, s2 = r1["dram_state"][-1], r2["dram_state"][-1]
+    out["dram_stats"] = s1 + (s2 - s1) * f
+    out["extrapolated"] = {"dim": dim, "trips": full_trips, "sampled_trips": [4, 8]}
+    return out
+
+
+def _simulate_tiled(chip, op, options: Options) -> OpResult:
+    ideal = options.memory == "ideal"
+    cores = chip.cores.count
+    prob, info = lower_op(chip, op, options, cores)
+    budget = memory_budget(chip, ideal and not prob.causal)
+    mapping = search(prob, cores, budget)
+    mapping = dataclasses.replace(mapping, compute=info)
+    if _max_core_steps(prob, mapping) > EXTRAPOLATE_STEPS:
+        run = _extrapolated_run(chip, prob, mapping, ideal)
+    else:
+        run = _run_kernel(chip, prob, mapping, ideal)
+        run["dram_stats"] = run["dram_state"][-1]
+        run["extrapolated"] = None
+    return _result(chip, op, prob, mapping, info, run, ideal)
+
+
+def _result(chip, op, prob: TileProblem, mapping: Mapping, info: dict, run: dict, ideal: bool) -> OpResult:
+    stats = run["stats"]
+    busiest = int(np.argmax(stats[:, K.S_COMPUTE])) if len(stats) else 0
+    compute = float(stats[busiest, K.S_COMPUTE]) if len(stats) else 0.0
+    makespan = float(run["makespan"])
+    launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
+    if ideal:
+        # SCALE-Sim's convention: the reported count is the index of the last cycle
+        cycles = max(0.0, makespan - 1.0)
+        compute_c = max(0.0, compute - 1.0)
+    else:
+        cycles = makespan + launch
+        compute_c = compute
+    cycles = float(math.ceil(cycles - 1e-9))
+    seconds = cycles / chip.clock_hz
+    dram_rd = float(stats[:, K.S_DRAM_READ].sum())
+    dram_wr = float(stats[:, K.S_DRAM_WRITE].sum())
+    l2_hit = float(stats[:, K.S_L2_HIT].sum())
+    macs = int(getattr(op, "macs", 0) or 0)
+    flops = float(getattr(op, "flops", 0) or 0)
+    rate = info.get("rate_class")
+    # roofline terms at the chip's peaks
+    if rate is not None and macs:
+        sparse = bool(info.get("sparse_2_4_units_used"))
+        peak_macs = _peak_macs(chip, info)
+        compute_bound = macs / peak_macs / (2.0 if sparse else 1.0)
+    else:
+        peak_macs = 0.0
+        compute_bound = 0.0
+    if info.get("kind") == "vector":
+        vu = chip.cores.vector_unit
+        compute_bound = max(compute_bound, flops / (vu.lanes * vu.ops_per_lane_per_cycle * chip.cores.count))
+    peak_bpc = chip.memory.dram.peak_bytes_per_s / chip.clock_hz
+    memory_bound = 0.0 if ideal else (dram_rd + dram_wr) / peak_bpc
+    roof = max(compute_bound, memory_bound)
+    bound = "compute" if compute_bound >= memory_bound else "memory"
+    util = macs / (cycles * peak_macs) if (cycles > 0 and peak_macs > 0) else 0.0
+    # SRAM traffic: DMA fills and drains, plus the array's reads of its tiles
+    sram_wr = float(stats[:, K.S_BYTES_A].sum() + stats[:, K.S_BYTES_B].sum() + stats[:, K.S_BYTES_PSUM_READ].sum())
+    sram_rd = float(stats[:, K.S_BYTES_C_WRITE].sum())
+    array_rd, array_wr, rf_bytes = _array_access_bytes(prob, mapping, run["hist"], run.get("ranges"), info)
+    sram_rd += array_rd
+    sram_wr += array_wr
+    energy = _energy(chip, op, info, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram_wr, rf_bytes, seconds)
+    details = {
+        "cores_used": int(mapping.cores_used),
+        "per_core_compute_cycles_max": compute,
+        "steps": float(stats[:, K.S_STEPS].sum()),
+        "tile_loads_a": float(stats[:, K.S_LOADS_A].sum()),
+        "tile_loads_b": float(stats[:, K.S_LOADS_B].sum()),
+        "psum_reads": float(stats[:, K.S_PSUM_READS].sum()),
+        "stores": float(stats[:, K.S_STORES].sum()),
+        "launch_overhead_cycles": launch,
+        "compute_bound_cycles": compute_bound,
+        "memory_bound_cycles": memory_bound,
+        "dram": _dram_details(run.get("dram_stats")),
+        "extrapolated": run.get("extrapolated"),
+    }
+    achieved = (dram_rd + dram_wr) / seconds if seconds > 0 else 0.0
+    return OpResult(
+        name=op.name, kind=info.get("kind", op.kind), cycles=cycles, compute_cycles=float(compute_c),
+        stall_cycles=max(0.0, cycles - compute_c), seconds=seconds, macs=macs, flops=flops, utilization=util,
+        dram_read_bytes=dram_rd, dram_write_bytes=dram_wr, l2_hit_bytes=l2_hit, sram_read_bytes=sram_rd,
+        sram_write_bytes=sram_wr, energy_pj=energy["total"], energy_breakdown_pj=energy, roofline_cycles=roof,
+        bound=bound, arithmetic_intensity=(flops / (dram_rd + dram_wr)) if (dram_rd + dram_wr) > 0 else float("inf"),
+        achieved_dram_bytes_per_s=achieved, mapping=mapping.to_dict(), memory="ideal" if ideal else "modeled",
+        details=details)
+
+
+def _peak_macs(chip, info: dict) -> float:
+    """Chip-wide MACs per cycle of the array the op ran on, in its rate class."""
+    arr = next(a for a in chip.cores.arrays if a.name == info["array"])
+    rate = info["macs_per_pe_per_cycle"]
+    return arr.rows * arr.cols * arr.count * rate * chip.cores.count
+
+
+def _array_access_bytes(prob, mapping, hist, ranges, info):
+    """(SRAM read bytes, SRAM write bytes, register bytes) the arrays cause, from the
+    dataflow's per-tile access counts for every tile shape the engine ran."""
+    if info.get("kind") != "gemm":
+        return 0.0, 0.0, 0.0
+    from ..dataflow import get_dataflow
+
+    df = get_dataflow(info["dataflow"], **({"row_length": info["row_length"]} if info.get("row_length") and info[
+        "dataflow"] == "rs" else {}))
+    kpc = info["k_per_pe_cycle"]
+    rows, cols, n_arr = info["rows"], info["cols"], info["arrays_per_core"]
+    rd = wr = rf = 0.0
+    P = hist.shape[0]
+    for c in range(P):
+        if ranges is not None and len(ranges) == P and mapping.distribution == "block":
+            mm, nn = ranges[c, 3] - ranges[c, 2], ranges[c, 5] - ranges[c, 4]
+        else:
+            mm, nn = prob.m, prob.n
+        for code in range(8):
+            n_steps = hist[c, code]
+            if n_steps == 0:
+                continue
+            em, ek, en = code >> 2 & 1, code >> 1 & 1, code & 1
+            sm = mapping.tile_m if not em else (mm % mapping.tile_m or mapping.tile_m)
+            sn = mapping.tile_n if not en else (nn % mapping.tile_n or mapping.tile_n)
+            sk = mapping.tile_k if not ek else (prob.k % mapping.tile_k or mapping.tile_k)
+            kp = int(math.ceil(sk / kpc))
+            sn_arr = -(-sn // n_arr)
+            acc = df.gemm_accesses(sm, kp, sn_arr, rows, cols)
+            words_in = float(acc["sram_reads_input"]) * n_arr
+            words_w = float(acc["sram_reads_weight"]) * n_arr
+            words_out = float(acc["sram_writes_output"]) * n_arr
+            words_ps = float(acc.get("sram_reads_psum", 0.0)) * n_arr
+            rd += n_steps * (words_in * prob.layout.a * kpc + words_w * prob.layout.b * kpc + words_ps * prob.layout.psum)
+            wr += n_steps * words_out * prob.layout.psum
+            rf_words = sum(float(v) for k, v in acc.items() if k.startswith("rf_")) * n_arr
+            rf += n_steps * rf_words * max(prob.layout.a, 1.0)
+    return rd, wr, rf
+
+
+def _energy(chip, op, info, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram_wr, rf_bytes, seconds) -> dict:
+    out: dict[str, float] = {}
+    rate = info.get("rate_class")
+    if macs and rate:
+        eff_macs = macs / (2.0 if info.get("sparse_2_4_units_used") else 1.0)
+        out["mac"] = eff_macs * E.mac_pj(chip, rate)
+    vec_ops = flops if info.get("kind") == "vector" else (
+        float(op.batch * op.heads * op.scored_pairs() * 5) if isinstance(op, Attention) else 0.0)
+    if vec_ops:
+        out["vector"] = vec_ops * E.vector_op_pj(chip)
+    regs = chip.memory.registers
+    if regs is not None and rf_bytes:
+        out[regs.name] = rf_bytes * E.level_pj_per_byte(chip, regs)
+    elif rf_bytes:
+        out["registers"] = rf_bytes * E.DEFAULT_REGISTER_PJ_PER_BYTE * E.node_scale(chip)
+    buf = chip.memory.core_srams[-1]
+    out[buf.name] = sram_rd * E.level_pj_per_byte(chip, buf) + sram_wr * E.level_pj_per_byte(chip, buf, write=True)
+    for lvl in chip.memory.chip_srams:
+        share = 1.0 / len(chip.memory.chip_srams)
+        out[lvl.name] = ((l2_hit + dram_rd) * E.level_pj_per_byte(chip, lvl) + dram_wr * E.level_pj_per_byte(
+            chip, lvl, write=True)) * share
+    dram = chip.memory.dram
+    out[dram.name] = dram_rd * E.level_pj_per_byte(chip, dram) + dram_wr * E.level_pj_per_byte(chip, dram, True)
+    out["noc"] = (dram_rd + dram_wr + l2_hit) * E.noc_pj_per_byte(chip)
+    static = E.static_energy_pj(chip, seconds)
+    if static:
+        out["static"] = static
+    out["total"] = float(sum(out.values()))
+    return out
+
+
+def _dram_details(st) -> dict:
+    if st is None:
+        return {}
+    from ..kernels import dram as D
+
+    st = np.asarray(st, dtype=np.float64)
+    hits, empty, conf = st[D.S_ROW_HITS], st[D.S_ROW_EMPTY], st[D.S_ROW_CONFLICTS]
+    total = hits + empty + conf
+    return {"chunks": float(st[D.S_REQUESTS]), "row_hit_rate": float(hits / total) if total else 0.0,
+            "row_conflicts": float(conf), "refreshes": float(st[D.S_REFRESHES]),
+            "activates": float(st[D.S_ACTIVATES])}
+
+
+# --------------------------------------------------------------------------- collectives
+
+
+def collective_seconds(chip, op: Collective) -> tuple[float, dict]:
+    """Ring or tree collective over the chip's interconnect (alpha-beta model).
+
+    Ring all-reduce moves 2(p-1)/p of the data through each link in 2(p-1) steps
+    (Patarasuk & Yuan, JPDC 2009); all-gather and reduce-scatter half of that; tree
+    all-reduce 2·log2(p) steps of the full data; a send is one hop.
+    """
+    ic = chip.interconnect
+    if ic is None:
+        raise MappingError(f"chip '{chip.name}' has no interconnect block: multi-chip runs need "
+                           "interconnect.link_bandwidth_gb_per_s (and latency/topology)")
+    p = op.participants
+    bw = ic.link_bandwidth_gb_per_s * 1e9 * (ic.links_per_chip if ic.topology != "ring" else min(2, ic.links_per_chip))
+    lat = ic.link_latency_ns * 1e-9
+    b = float(op.bytes)
+    if p <= 1:
+        return 0.0, {"steps": 0, "bytes_per_chip": 0.0}
+    if op.collective == "send":
+        steps, moved = 1, b
+    elif op.algorithm == "tree":
+        steps = 2 * math.ceil(math.log2(p)) if op.collective == "all_reduce" else math.ceil(math.log2(p))
+        moved = b * steps / 1.0
+    else:
+        factor = 2.0 if op.collective == "all_reduce" else 1.0
+        steps = int(factor * (p - 1))
+        moved = factor * (p - 1) / p * b
+    return steps * lat + moved / bw, {"steps": steps, "bytes_per_chip": moved}
+
+
+def _collective(chip, op: Collective, options: Options) -> OpResult:
+    seconds, info = collective_seconds(chip, op)
+    cycles = float(math.ceil(seconds * chip.clock_hz))
+    e_pj = (chip.interconnect.energy_pj_per_byte or 10.0) * info["bytes_per_chip"]
+    return OpResult(
+        name=op.name, kind="collective", cycles=cycles, compute_cycles=0.0, stall_cycles=cycles, seconds=seconds,
+        macs=0, flops=0.0, utilization=0.0, dram_read_bytes=0.0, dram_write_bytes=0.0, l2_hit_bytes=0.0,
+        sram_read_bytes=0.0, sram_write_bytes=0.0, energy_pj=e_pj, energy_breakdown_pj={"interconnect": e_pj,
+                                                                                         "total": e_pj},
+        roofline_cycles=cycles, bound="network", arithmetic_intensity=0.0, achieved_dram_bytes_per_s=0.0,
+        mapping={"collective": op.collective, "algorithm": op.algorithm, "participants": op.participants, **info},
+        memory=options.memory, details=info)

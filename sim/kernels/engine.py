@@ -1,0 +1,776 @@
+"""The event engine: tiled ops on many cores sharing an L2 and a cycle-level DRAM.
+
+One kernel, :func:`run_tiled`, simulates any op that the lowering (:mod:`sim.engine.lower`)
+expresses as a three-loop tile nest over (m, n, k)::
+
+    C[inst, m, n] (+)= f(A[inst, ...], B[inst, ...])   reduction over k
+
+GEMMs, FlashAttention-style attention (Q as A, K/V as B, k = key positions), vector ops
+and copies all take this form.  Each core walks its own steps (one step = one tile of
+each operand, one compute of the tile on the core's arrays):
+
+* loads of a step are issued by the core's DMA engine chunk by chunk (each chunk lies in
+  one DRAM pseudo-channel/bank/row) after the loads of the previous step, into the free
+  half of a double buffer: a new version of an operand may only overwrite the slot used
+  by the version before the current one;
+* compute of step s starts when its loads have arrived and step s-1 has finished; a core
+  whose data is late stalls;
+* output tiles (final results, or partial sums when the reduction is split) drain through
+  a write queue when the last step that accumulates into them finishes;
+* all cores' DMA chunks are served in global time order (an event heap), so the DRAM's
+  banks and buses, the network-on-chip and the shared L2 see a correctly interleaved
+  stream; an L2 miss in flight is shared by every core that asks for the same tile (MSHR
+  merging), so cores working on neighbouring tiles at the same time reuse each other's
+  fetches.
+
+Time is counted in core clock cycles (float64 holding whole numbers for compute, so the
+stall-free case is exact); the DRAM model works in nanoseconds and is converted at the
+call.  Only arrays and scalars cross the boundary.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .dram import dram_access, dram_chunk_bytes
+from .jit import kernel
+
+# ---- geometry (int64) ------------------------------------------------------------------
+G_MODE = 0          # 0 = block (each core owns a sub-problem), 1 = cyclic (output tiles dealt round-robin)
+G_P = 1             # active cores
+G_COUNT = 2         # independent instances (batched GEMM count, batch x kv heads, ...)
+G_M = 3
+G_N = 4
+G_K = 5
+G_MT = 6
+G_NT = 7
+G_KT = 8
+G_ORDER0 = 9        # loop order outer -> inner over {0: m, 1: n, 2: k} (block mode)
+G_ORDER1 = 10
+G_ORDER2 = 11
+G_CAUSAL = 12       # 1: skip (m-tile, k-tile) pairs that a causal mask removes entirely
+G_CAUSAL_PAST = 13  # keys before the first query position
+G_CAUSAL_GROUP = 14  # query rows per position (grouped-query rows are position-major)
+G_IDEAL = 15        # 1: infinite bandwidth, zero latency memory
+G_L2_SETS = 16      # 0: no chip-level cache
+G_L2_WAYS = 17
+G_OUTSTANDING = 18  # outstanding DRAM requests per core
+G_GRAN = 19         # DRAM access granularity, bytes
+G_SEGS_MAX = 20     # unused, reserved
+G_LEN = 21
+
+# ---- operand descriptors (int64 [3, D_LEN]) : rows 0 = A, 1 = B, 2 = C -------------------
+D_PRESENT = 0
+D_DIM1 = 1          # tile rows run over this loop dim (0 m, 1 n, 2 k)
+D_DIM2 = 2          # contiguous dim (0 m, 1 n, 2 k) or 3 = a fixed extent not tiled
+D_EXTENT2 = 3       # elements along dim2 when D_DIM2 == 3
+D_SHARED = 4        # 1: same data for every instance
+D_CACHEABLE = 5     # 1: reads may be served by the chip-level cache
+D_LEN = 6
+
+# ---- float parameters ------------------------------------------------------------------
+F_BPE_A = 0         # bytes per element (block scales / sparsity metadata included)
+F_BPE_B = 1
+F_BPE_C = 2
+F_BPE_PSUM = 3
+F_CYCLE_NS = 4
+F_NOC_BYTES_PER_CYCLE = 5
+F_PORT_BYTES_PER_CYCLE = 6   # per-core SRAM fill port
+F_L2_BYTES_PER_CYCLE = 7
+F_L2_LATENCY_CYCLES = 8
+F_BASE_A = 9
+F_BASE_B = 10
+F_BASE_C = 11
+F_BASE_PSUM = 12
+F_NOC_LATENCY_CYCLES = 13
+F_DMA_ISSUE_CYCLES = 14      # DMA engine issue interval per chunk
+F_LEN = 15
+
+# ---- per-core statistics (float64 [P, S_LEN]) -------------------------------------------
+S_COMPUTE = 0       # cycles the arrays were busy
+S_STALL = 1         # cycles compute waited for data
+S_END = 2           # last compute end
+S_DRAM_READ = 3     # bytes
+S_DRAM_WRITE = 4
+S_L2_HIT = 5        # bytes served by the chip-level cache
+S_STEPS = 6
+S_LOADS_A = 7       # tile loads (count)
+S_LOADS_B = 8
+S_PSUM_READS = 9
+S_STORES = 10
+S_STORE_END = 11    # last store completion
+S_BYTES_A = 12      # bytes loaded per operand (from L2 or DRAM)
+S_BYTES_B = 13
+S_BYTES_PSUM_READ = 14
+S_BYTES_C_WRITE = 15
+S_FIRST_COMPUTE = 16
+S_LEN = 17
+
+_XF_LEN = 9  # per transfer: base, rows, row_stride, seg_off, seg_len, is_write, key, operand, row_step
+
+_WQ = 64    # write-queue ring per core
+
+
+@kernel
+def _ceil_div(a, b):
+    return -((-a) // b)
+
+
+@kernel
+def _heap_push(hk, hc, size, key, core):
+    i = size
+    hk[i] = key
+    hc[i] = core
+    while i > 0:
+        parent = (i - 1) // 2
+        if hk[parent] > hk[i] or (hk[parent] == hk[i] and hc[parent] > hc[i]):
+            tk = hk[parent]
+            tc = hc[parent]
+            hk[parent] = hk[i]
+            hc[parent] = hc[i]
+            hk[i] = tk
+            hc[i] = tc
+            i = parent
+        else:
+            break
+    return size + 1
+
+
+@kernel
+def _heap_pop(hk, hc, size):
+    key = hk[0]
+    core = hc[0]
+    size -= 1
+    if size > 0:
+        hk[0] = hk[size]
+        hc[0] = hc[size]
+        i = 0
+        while True:
+            left = 2 * i + 1
+            right = left + 1
+            small = i
+            if left < size and (hk[left] < hk[small] or (hk[left] == hk[small] and hc[left] < hc[small])):
+                small = left
+            if right < size and (hk[right] < hk[small] or (hk[right] == hk[small] and hc[right] < hc[small])):
+                small = right
+            if small == i:
+                break
+            tk = hk[small]
+            tc = hc[small]
+            hk[small] = hk[i]
+            hc[small] = hc[i]
+            hk[i] = tk
+            hc[i] = tc
+            i = small
+    return key, core, size
+
+
+@kernel
+def core_step_count(geo, ranges, c):
+    """Number of steps (before causal skipping) core ``c`` walks."""
+    if geo[G_MODE] == 1:
+        tm = _ceil_div(geo[G_M], geo[G_MT])
+        tn = _ceil_div(geo[G_N], geo[G_NT])
+        tk = _ceil_div(geo[G_K], geo[G_KT])
+        total_tiles = geo[G_COUNT] * tm * tn
+        p = geo[G_P]
+        if c >= total_tiles:
+            return 0
+        return _ceil_div(total_tiles - c, p) * tk
+    ic = ranges[c, 1] - ranges[c, 0]
+    mm = ranges[c, 3] - ranges[c, 2]
+    nn = ranges[c, 5] - ranges[c, 4]
+    if ic <= 0 or mm <= 0 or nn <= 0:
+        return 0
+    return ic * _ceil_div(mm, geo[G_MT]) * _ceil_div(nn, geo[G_NT]) * _ceil_div(geo[G_K], geo[G_KT])
+
+
+@kernel
+def _decode_step(geo, ranges, c, s, idx, start, ext):
+    """Tile indices, element starts and extents of step ``s`` of core ``c``; returns inst."""
+    dims = np.empty(3, np.int64)
+    tiles = np.empty(3, np.int64)
+    dims[0] = geo[G_M]
+    dims[1] = geo[G_N]
+    dims[2] = geo[G_K]
+    tiles[0] = geo[G_MT]
+    tiles[1] = geo[G_NT]
+    tiles[2] = geo[G_KT]
+    tk = _ceil_div(dims[2], tiles[2])
+    if geo[G_MODE] == 1:
+        tm = _ceil_div(dims[0], tiles[0])
+        tn = _ceil_div(dims[1], tiles[1])
+        w = s // tk
+        kk = s - w * tk
+        t = c + w * geo[G_P]
+        inst = t // (tm * tn)
+        rem = t - inst * tm * tn
+        idx[0] = rem // tn
+        idx[1] = rem - idx[0] * tn
+        idx[2] = kk
+        for d in range(3):
+            start[d] = idx[d] * tiles[d]
+            ext[d] = min(tiles[d], dims[d] - start[d])
+        return inst
+    lo = np.empty(3, np.int64)
+    hi = np.empty(3, np.int64)
+    lo[0] = ranges[c, 2]
+    hi[0] = ranges[c, 3]
+    lo[1] = ranges[c, 4]
+    hi[1] = ranges[c, 5]
+    lo[2] = 0
+    hi[2] = dims[2]
+    trips = np.empty(3, np.int64)
+    for d in range(3):
+        trips[d] = _ceil_div(hi[d] - lo[d], tiles[d])
+    r = s
+    for pos in range(2, -1, -1):
+        d = geo[G_ORDER0 + pos]
+        idx[d] = r % trips[d]
+        r = r // trips[d]
+    inst = ranges[c, 0] + r
+    for d in range(3):
+        start[d] = lo[d] + idx[d] * tiles[d]
+        ext[d] = min(tiles[d], hi[d] - start[d])
+    return inst
+
+
+@kernel
+def _last_needed_k_tile(geo, m_start, m_ext):
+    """Index of the last k tile a causal query block needs (all of them when not causal)."""
+    tk = _ceil_div(geo[G_K], geo[G_KT])
+    if geo[G_CAUSAL] == 0:
+        return tk - 1
+    last_pos = geo[G_CAUSAL_PAST] + (m_start + m_ext - 1) // geo[G_CAUSAL_GROUP]
+    last = last_pos // geo[G_KT]
+    if last > tk - 1:
+        last = tk - 1
+    return last
+
+
+@kernel
+def _full_extent(geo, desc, op, dim_sel):
+    d = desc[op, dim_sel]
+    if d == 3:
+        return desc[op, D_EXTENT2]
+    if d == 0:
+        return geo[G_M]
+    if d == 1:
+        return geo[G_N]
+    return geo[G_K]
+
+
+@kernel
+def _make_transfer(geo, desc, fp, op, inst, start, ext, bpe, base, is_write, xf):
+    """Fill ``xf`` with a tile transfer of operand ``op`` (rows along dim1, contiguous dim2)."""
+    d1 = desc[op, D_DIM1]
+    d2 = desc[op, D_DIM2]
+    full2 = _full_extent(geo, desc, op, D_DIM2)
+    full1 = _full_extent(geo, desc, op, D_DIM1)
+    row_stride = np.int64(np.ceil(full2 * bpe))
+    if d2 == 3:
+        s2 = 0
+        e2 = full2
+    else:
+        s2 = start[d2]
+        e2 = ext[d2]
+    seg_off = np.int64(np.floor(s2 * bpe))
+    seg_len = np.int64(np.ceil((s2 + e2) * bpe)) - seg_off
+    inst_eff = 0 if desc[op, D_SHARED] == 1 else inst
+    rows = ext[d1]
+    first_row = start[d1]
+    addr0 = np.int64(base) + inst_eff * full1 * row_stride + first_row * row_stride
+    # rows that are contiguous in memory (whole rows) are merged into one segment
+    if seg_off == 0 and seg_len == row_stride:
+        xf[0] = addr0
+        xf[1] = 1
+        xf[2] = row_stride * rows
+        xf[3] = 0
+        xf[4] = row_stride * rows
+    else:
+        xf[0] = addr0
+        xf[1] = rows
+        xf[2] = row_stride
+        xf[3] = seg_off
+        xf[4] = seg_len
+    xf[5] = is_write
+    # tile identity for the chip-level cache
+    key = op
+    key = key * 1000003 + inst_eff
+    key = key * 1000003 + start[d1]
+    key = key * 1000003 + s2
+    key = key * 1000003 + np.int64(np.floor(bpe * 64.0))
+    xf[6] = key
+    xf[7] = op
+
+
+@kernel
+def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_time):
+    """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles.
+
+    ``ctab`` [P or 1, 8] holds the compute cycles of one step for each combination of
+    (m edge, k edge, n edge) tile, index em*4 + ek*2 + en.  ``out_time`` [1] receives the
+    makespan as well (for symmetry with callers that pass buffers).
+    """
+    P = geo[G_P]
+    ideal = geo[G_IDEAL] == 1
+    cycle_ns = fp[F_CYCLE_NS]
+    gran = geo[G_GRAN]
+    qn = geo[G_OUTSTANDING]
+    if qn < 1:
+        qn = 1
+    issue_gap = fp[F_DMA_ISSUE_CYCLES]
+
+    # --- per-core state -------------------------------------------------------------
+    nsteps = np.zeros(P, np.int64)
+    step = np.zeros(P, np.int64)            # step whose loads are being issued
+    inst_cur = np.zeros(P, np.int64)
+    idx_cur = np.zeros((P, 3), np.int64)
+    start_cur = np.zeros((P, 3), np.int64)
+    ext_cur = np.zeros((P, 3), np.int64)
+    inst_prev = np.full(P, -1, np.int64)
+    idx_prev = np.full((P, 3), -1, np.int64)
+    start_prev = np.zeros((P, 3), np.int64)
+    ext_prev = np.zeros((P, 3), np.int64)
+    prev_valid = np.zeros(P, np.int64)
+    prev_last_k = np.zeros(P, np.int64)
+    comp_end = np.zeros(P)                   # compute end of the last computed step
+    comp_end_hist = np.zeros((P, 3))         # slot-free time per operand: end of step before current version
+    load_ready = np.zeros(P)                 # loads of the current step may not start before this
+    load_done = np.zeros(P)
+    xf = np.zeros((P, 3, _XF_LEN), np.int64)  # up to 3 read transfers per step
+    nxf = np.zeros(P, np.int64)
+    xcur = np.zeros(P, np.int64)             # transfer being issued
+    xrow = np.zeros(P, np.int64)
+    xoff = np.zeros(P, np.int64)
+    xdone = np.zeros(P)                      # completion of the transfer being issued
+    xl2e = np.full(P, -1, np.int64)          # cache entry being filled by this transfer
+    dma_t = np.zeros(P)                      # DMA engine's next free issue time
+    ring = np.zeros((P, qn))
+    ring_pos = np.zeros(P, np.int64)
+    port_free = np.zeros(P)
+    blocked = np.zeros(P, np.int64)          # waiting for an in-flight cache fill
+    active = np.zeros(P, np.int64)           # read side has work
+    # write queue
+    wq = np.zeros((P, _WQ, _XF_LEN), np.int64)
+    wq_ready = np.zeros((P, _WQ))
+    wq_head = np.zeros(P, np.int64)
+    wq_tail = np.zeros(P, np.int64)
+    wrow = np.zeros(P, np.int64)
+    woff = np.zeros(P, np.int64)
+    wdone = np.zeros(P)
+    store_end = np.zeros(P)
+    noc_free = 0.0
+    l2_free = 0.0
+    # chip-level cache
+    l2_sets = geo[G_L2_SETS]
+    l2_ways = geo[G_L2_WAYS]
+    n_l2 = l2_sets * l2_ways if l2_sets > 0 else 1
+    l2_tag = np.full(n_l2, -1, np.int64)
+    l2_ready = np.zeros(n_l2)
+    l2_lru = np.zeros(n_l2, np.int64)
+    l2_clock = 0
+    # event heap
+    hk = np.zeros(P + 1)
+    hc = np.zeros(P + 1, np.int64)
+    hsize = 0
+
+    tmp_idx = np.zeros(3, np.int64)
+    tmp_start = np.zeros(3, np.int64)
+    tmp_ext = np.zeros(3, np.int64)
+
+    for c in range(P):
+        nsteps[c] = core_step_count(geo, ranges, c)
+        stats[c, S_FIRST_COMPUTE] = -1.0
+
+    # ---------------------------------------------------------------------------------
+    # helpers are written inline (numba closures over arrays are not cached)
+    # prepare the first needed step of each core
+    for c in range(P):
+        if nsteps[c] == 0:
+            continue
+        active[c] = 1
+        step[c] = -1
+        # find first needed step (advance)
+        s = 0
+        while s < nsteps[c]:
+            inst = _decode_step(geo, ranges, c, s, tmp_idx, tmp_start, tmp_ext)
+            if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
+                break
+            s += 1
+        if s >= nsteps[c]:
+            active[c] = 0
+            continue
+        step[c] = s
+        inst_cur[c] = inst
+        for d in range(3):
+            idx_cur[c, d] = tmp_idx[d]
+            start_cur[c, d] = tmp_start[d]
+            ext_cur[c, d] = tmp_ext[d]
+        hsize = _heap_push(hk, hc, hsize, 0.0, c)
+
+    # per-core: set up the transfers of the current step (called when a step begins)
+    # implemented as a flag: xcur == -1 means "not set up yet"
+    for c in range(P):
+        xcur[c] = -1
+
+    makespan = 0.0
+    while hsize > 0:
+        t_now, c, hsize = _heap_pop(hk, hc, hsize)
+        next_top = hk[0] if hsize > 0 else 1e300
+
+        # ---------- set up the current step's loads if needed -----------------------
+        if active[c] == 1 and xcur[c] == -1 and blocked[c] == 0:
+            inst = inst_cur[c]
+            nx = 0
+            first_step = prev_valid[c] == 0
+            ready = 0.0
+            for op in range(2):
+                if desc[op, D_PRESENT] == 0:
+                    continue
+                d1 = desc[op, D_DIM1]
+                d2 = desc[op, D_DIM2]
+                changed = first_step
+                if not changed:
+                    if desc[op, D_SHARED] == 0 and inst != inst_prev[c]:
+                        changed = True
+                    elif idx_cur[c, d1] != idx_prev[c, d1]:
+                        changed = True
+                    elif d2 != 3 and idx_cur[c, d2] != idx_prev[c, d2]:
+                        changed = True
+                if changed:
+                    bpe = fp[F_BPE_A] if op == 0 else fp[F_BPE_B]
+                    base = fp[F_BASE_A] if op == 0 else fp[F_BASE_B]
+                    _make_transfer(geo, desc, fp, op, inst, start_cur[c], ext_cur[c], bpe, base, 0, xf[c, nx])
+                    xf[c, nx, 8] = 0
+                    # double buffer: the new version overwrites the slot of the one before current
+                    if comp_end_hist[c, op] > ready:
+                        ready = comp_end_hist[c, op]
+                    comp_end_hist[c, op] = comp_end[c] if not first_step else 0.0
+                    if op == 0:
+                        stats[c, S_LOADS_A] += 1
+                    else:
+                        stats[c, S_LOADS_B] += 1
+                    nx += 1
+            # output visit change: enqueue the store of the previous visit, psum read for this one
+            if desc[2, D_PRESENT] == 1:
+                cd1 = desc[2, D_DIM1]
+                cd2 = desc[2, D_DIM2]
+                cchanged = first_step
+                if not cchanged:
+                    if desc[2, D_SHARED] == 0 and inst != inst_prev[c]:
+                        cchanged = True
+                    elif idx_cur[c, cd1] != idx_prev[c, cd1]:
+                        cchanged = True
+                    elif cd2 != 3 and idx_cur[c, cd2] != idx_prev[c, cd2]:
+                        cchanged = True
+                if cchanged and not first_step:
+                    # store of the previous visit, ready when its last step finished
+                    final = idx_prev[c, 2] >= prev_last_k[c]
+                    slot = wq_tail[c] % _WQ
+                    if final:
+                        _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
+                                       fp[F_BPE_C], fp[F_BASE_C], 1, wq[c, slot])
+                    else:
+                        _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
+                                       fp[F_BPE_PSUM], fp[F_BASE_PSUM], 1, wq[c, slot])
+                    wq_ready[c, slot] = comp_end[c]
+                    wq_tail[c] += 1
+                    stats[c, S_STORES] += 1
+                if cchanged and idx_cur[c, 2] > 0:
+                    _make_transfer(geo, desc, fp, 2, inst, start_cur[c], ext_cur[c],
+                                   fp[F_BPE_PSUM], fp[F_BASE_PSUM], 0, xf[c, nx])
+                    xf[c, nx, 7] = 2
+                    stats[c, S_PSUM_READS] += 1
+                    nx += 1
+            nxf[c] = nx
+            xcur[c] = 0
+            xrow[c] = 0
+            xoff[c] = 0
+            xdone[c] = 0.0
+            xl2e[c] = -1
+            load_ready[c] = ready
+            load_done[c] = 0.0
+
+        # ---------- choose the read or the write side --------------------------------
+        t_read = 1e300
+        if active[c] == 1 and blocked[c] == 0:
+            t_read = max(load_ready[c], dma_t[c])
+        t_write = 1e300
+        if wq_head[c] < wq_tail[c]:
+            t_write = max(wq_ready[c, wq_head[c] % _WQ], dma_t[c])
+        if wq_tail[c] - wq_head[c] >= _WQ - 1:
+            t_read = 1e300  # write queue full: drain first
+
+        if t_read == 1e300 and t_write == 1e300:
+            continue
+
+        if t_write <= t_read:
+            # ---------------- issue store chunks ------------------------------------
+            slot = wq_head[c] % _WQ
+            while True:
+                t_issue = max(wq_ready[c, slot], dma_t[c])
+                if t_issue > next_top and t_issue > t_now:
+                    break
+                rows = wq[c, slot, 1]
+                seg_len = wq[c, slot, 4]
+                addr = wq[c, slot, 0] + wrow[c] * wq[c, slot, 2] + wq[c, slot, 3] + woff[c]
+                remaining = seg_len - woff[c]
+                if ideal:
+                    nb = remaining
+                    done = t_issue
+                else:
+                    nb = dram_chunk_bytes(dram_p, addr, remaining)
+                    nreq = _ceil_div(nb, gran)
+                    # outstanding-request limit
+                    for q in range(nreq):
+                        rq = ring[c, (ring_pos[c] + q) % qn]
+                        if rq > t_issue:
+                            t_issue = rq
+                    noc_start = max(noc_free, t_issue)
+                    noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
+                    pstart = max(port_free[c], t_issue)
+                    port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
+                    d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, 1)
+                    done = max(d_ns / cycle_ns, noc_free, port_free[c])
+                    for q in range(nreq):
+                        ring[c, ring_pos[c]] = done
+                        ring_pos[c] = (ring_pos[c] + 1) % qn
+                    dma_t[c] = t_issue + issue_gap
+                stats[c, S_DRAM_WRITE] += nb
+                stats[c, S_BYTES_C_WRITE] += nb
+                if done > wdone[c]:
+                    wdone[c] = done
+                woff[c] += nb
+                if woff[c] >= seg_len:
+                    woff[c] = 0
+                    wrow[c] += 1
+                    if wrow[c] >= rows:
+                        # store complete; insert into the cache so a later psum read can hit
+                        if wdone[c] > store_end[c]:
+                            store_end[c] = wdone[c]
+                        if l2_sets > 0:
+                            key = wq[c, slot, 6]
+                            sidx = (key % l2_sets + l2_sets) % l2_sets
+                            hit = -1
+                            for w in range(l2_ways):
+                                e = sidx * l2_ways + w
+                                if l2_tag[e] == key:
+                                    hit = e
+                            if hit == -1:
+                                best = -1
+                                for w in range(l2_ways):
+                                    e = sidx * l2_ways + w
+                                    if l2_ready[e] >= 0.0 and (best == -1 or l2_lru[e] < l2_lru[best]):
+                                        best = e
+                                hit = best
+                            if hit >= 0:
+                                l2_tag[hit] = key
+                                l2_ready[hit] = wdone[c]
+                                l2_clock += 1
+                                l2_lru[hit] = l2_clock
+                        wrow[c] = 0
+                        wdone[c] = 0.0
+                        wq_head[c] += 1
+                        break
+        else:
+            # ---------------- issue load chunks (or compute when loads are done) ----
+            while active[c] == 1 and blocked[c] == 0:
+                if xcur[c] < nxf[c]:
+                    x = xcur[c]
+                    t_issue = max(load_ready[c], dma_t[c])
+                    if t_issue > next_top and t_issue > t_now:
+                        break
+                    # chip-level cache lookup at the start of a cacheable transfer
+                    op = xf[c, x, 7]
+                    if xrow[c] == 0 and xoff[c] == 0 and l2_sets > 0 and desc[op, D_CACHEABLE] == 1 and xl2e[c] == -1:
+                        key = xf[c, x, 6]
+                        sidx = (key % l2_sets + l2_sets) % l2_sets
+                        hit = -1
+                        for w in range(l2_ways):
+                            e = sidx * l2_ways + w
+                            if l2_tag[e] == key:
+                                hit = e
+                        tile_bytes = xf[c, x, 1] * xf[c, x, 4]
+                        if hit >= 0:
+                            if l2_ready[hit] < 0.0:
+                                blocked[c] = hit + 1  # wait for the fill in flight
+                                break
+                            l2_clock += 1
+                            l2_lru[hit] = l2_clock
+                            t0 = max(t_issue + fp[F_L2_LATENCY_CYCLES], l2_ready[hit])
+                            s0 = max(l2_free, t_issue)
+                            l2_free = s0 + tile_bytes / fp[F_L2_BYTES_PER_CYCLE]
+                            pstart = max(port_free[c], t_issue)
+                            port_free[c] = pstart + tile_bytes / fp[F_PORT_BYTES_PER_CYCLE]
+                            done = max(t0, l2_free, port_free[c])
+                            if done > load_done[c]:
+                                load_done[c] = done
+                            stats[c, S_L2_HIT] += tile_bytes
+                            if op == 0:
+                                stats[c, S_BYTES_A] += tile_bytes
+                            elif op == 1:
+                                stats[c, S_BYTES_B] += tile_bytes
+                            else:
+                                stats[c, S_BYTES_PSUM_READ] += tile_bytes
+                            dma_t[c] = t_issue + issue_gap
+                            xcur[c] += 1
+                            continue
+                        # miss: claim an entry (never evict a fill in flight)
+                        best = -1
+                        for w in range(l2_ways):
+                            e = sidx * l2_ways + w
+                            if l2_ready[e] >= 0.0 and (best == -1 or l2_lru[e] < l2_lru[best]):
+                                best = e
+                        if best >= 0:
+                            l2_tag[best] = key
+                            l2_ready[best] = -1.0
+                            l2_clock += 1
+                            l2_lru[best] = l2_clock
+                            xl2e[c] = best
+                        else:
+                            xl2e[c] = -2  # uncached
+                    rows = xf[c, x, 1]
+                    seg_len = xf[c, x, 4]
+                    addr = xf[c, x, 0] + xrow[c] * xf[c, x, 2] + xf[c, x, 3] + xoff[c]
+                    remaining = seg_len - xoff[c]
+                    if ideal:
+                        nb = remaining
+                        done = t_issue
+                    else:
+                        nb = dram_chunk_bytes(dram_p, addr, remaining)
+                        nreq = _ceil_div(nb, gran)
+                        for q in range(nreq):
+                            rq = ring[c, (ring_pos[c] + q) % qn]
+                            if rq > t_issue:
+                                t_issue = rq
+                        noc_start = max(noc_free, t_issue)
+                        noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
+                        pstart = max(port_free[c], t_issue)
+                        port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
+                        d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, 0)
+                        done = max(d_ns / cycle_ns + fp[F_NOC_LATENCY_CYCLES], noc_free, port_free[c])
+                        for q in range(nreq):
+                            ring[c, ring_pos[c]] = done
+                            ring_pos[c] = (ring_pos[c] + 1) % qn
+                        dma_t[c] = t_issue + issue_gap
+                    stats[c, S_DRAM_READ] += nb
+                    if op == 0:
+                        stats[c, S_BYTES_A] += nb
+                    elif op == 1:
+                        stats[c, S_BYTES_B] += nb
+                    else:
+                        stats[c, S_BYTES_PSUM_READ] += nb
+                    if done > xdone[c]:
+                        xdone[c] = done
+                    xoff[c] += nb
+                    if xoff[c] >= seg_len:
+                        xoff[c] = 0
+                        xrow[c] += 1
+                        if xrow[c] >= rows:
+                            # transfer complete
+                            if xdone[c] > load_done[c]:
+                                load_done[c] = xdone[c]
+                            e = xl2e[c]
+                            if e >= 0:
+                                l2_ready[e] = xdone[c]
+                                # wake cores waiting for this fill
+                                for c2 in range(P):
+                                    if blocked[c2] == e + 1:
+                                        blocked[c2] = 0
+                                        hsize = _heap_push(hk, hc, hsize, max(xdone[c], t_now), c2)
+                            xl2e[c] = -1
+                            xrow[c] = 0
+                            xdone[c] = 0.0
+                            xcur[c] += 1
+                    continue
+                # ---- all loads of the current step issued: compute it ----------------
+                ecode = 0
+                tiles_m = geo[G_MT]
+                tiles_n = geo[G_NT]
+                tiles_k = geo[G_KT]
+                if ext_cur[c, 0] < tiles_m:
+                    ecode += 4
+                if ext_cur[c, 2] < tiles_k:
+                    ecode += 2
+                if ext_cur[c, 1] < tiles_n:
+                    ecode += 1
+                row = c if ctab.shape[0] > 1 else 0
+                cyc = ctab[row, ecode]
+                ready_t = max(load_done[c], load_ready[c])
+                cstart = max(comp_end[c], ready_t)
+                if stats[c, S_FIRST_COMPUTE] < 0.0:
+                    stats[c, S_FIRST_COMPUTE] = cstart
+                stats[c, S_STALL] += cstart - comp_end[c]
+                comp_end[c] = cstart + cyc
+                stats[c, S_COMPUTE] += cyc
+                stats[c, S_STEPS] += 1
+                hist[c, ecode] += 1
+                # remember this step as "previous"
+                inst_prev[c] = inst_cur[c]
+                for d in range(3):
+                    idx_prev[c, d] = idx_cur[c, d]
+                    start_prev[c, d] = start_cur[c, d]
+                    ext_prev[c, d] = ext_cur[c, d]
+                prev_valid[c] = 1
+                prev_last_k[c] = _last_needed_k_tile(geo, start_cur[c, 0], ext_cur[c, 0])
+                # advance to the next needed step
+                s = step[c] + 1
+                while s < nsteps[c]:
+                    inst = _decode_step(geo, ranges, c, s, tmp_idx, tmp_start, tmp_ext)
+                    if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
+                        break
+                    s += 1
+                if s >= nsteps[c]:
+                    active[c] = 0
+                    # final store of the last visit
+                    if desc[2, D_PRESENT] == 1:
+                        slot = wq_tail[c] % _WQ
+                        final = idx_prev[c, 2] >= prev_last_k[c]
+                        if final:
+                            _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
+                                           fp[F_BPE_C], fp[F_BASE_C], 1, wq[c, slot])
+                        else:
+                            _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
+                                           fp[F_BPE_PSUM], fp[F_BASE_PSUM], 1, wq[c, slot])
+                        wq_ready[c, slot] = comp_end[c]
+                        wq_tail[c] += 1
+                        stats[c, S_STORES] += 1
+                    break
+                step[c] = s
+                inst_cur[c] = inst
+                for d in range(3):
+                    idx_cur[c, d] = tmp_idx[d]
+                    start_cur[c, d] = tmp_start[d]
+                    ext_cur[c, d] = tmp_ext[d]
+                xcur[c] = -1
+                break  # re-enter through the heap so the next step's set-up runs
+
+        # ---------- reschedule the core ------------------------------------------------
+        if blocked[c] != 0:
+            continue
+        nt = 1e300
+        if active[c] == 1:
+            if xcur[c] == -1:
+                nt = min(nt, max(dma_t[c], t_now))
+            elif xcur[c] < nxf[c]:
+                nt = min(nt, max(load_ready[c], dma_t[c]))
+            else:
+                nt = min(nt, max(t_now, dma_t[c]))
+        if wq_head[c] < wq_tail[c]:
+            nt = min(nt, max(wq_ready[c, wq_head[c] % _WQ], dma_t[c]))
+        if nt < 1e300:
+            if nt < t_now:
+                nt = t_now
+            hsize = _heap_push(hk, hc, hsize, nt, c)
+
+    for c in range(P):
+        stats[c, S_END] = comp_end[c]
+        stats[c, S_STORE_END] = store_end[c]
+        if comp_end[c] > makespan:
+            makespan = comp_end[c]
+        if store_end[c] > makespan:
+            makespan = store_end[c]
+        if stats[c, S_FIRST_COMPUTE] < 0.0:
+            stats[c, S_FIRST_COMPUTE] = 0.0
+    out_time[0] = makespan
+    return makespan

@@ -1,0 +1,423 @@
+"""The mapper: how one tiled op is laid onto a chip.
+
+Every op the engine simulates is a :class:`TileProblem`: ``count`` instances of a
+three-loop nest over (m, n, k), with operands A, B (read) and C (written, accumulated over
+k when ``reduction``).  For a problem the mapper chooses, within the per-core SRAM (double
+buffering included):
+
+* how the work is split over cores: ``block`` (each core owns a contiguous sub-problem,
+  split over instances, m and/or n) or ``cyclic`` (output tiles dealt round-robin to the
+  cores, as a GPU deals thread blocks to SMs - tiles that run at the same time share
+  fetches through the chip-level cache);
+* the tile sizes (m, n, k) and the loop order of the three tile loops.
+
+Candidates are ranked by an analytic estimate - compute cycles from the dataflow's
+closed form for every tile shape that occurs, DRAM bytes from the loop order's reuse, and
+the memory bandwidths as bounds; the event engine then simulates the chosen one.  The
+search space size, the chosen mapping and its estimate are reported.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import MappingError
+
+ORDERS = ("mnk", "nmk", "mkn", "nkm", "kmn", "knm")
+PSUM_BYTES = 4  # fp32 / int32 accumulators
+# For ranking only (never in results): the fraction of peak DRAM bandwidth a long stream
+# achieves (the DRAM model measures 85-95%, docs/dram_model.md).
+_RANK_DRAM_EFFICIENCY = 0.9
+
+
+@dataclass(frozen=True)
+class OperandLayout:
+    """Bytes per element of each operand as stored in DRAM (scales/metadata included)."""
+
+    a: float
+    b: float
+    c: float
+    psum: float = PSUM_BYTES
+
+
+@dataclass
+class TileProblem:
+    """A tile nest: ``count`` instances of (m, n, k) with operand footprints and a cost.
+
+    ``a_dims``/``b_dims``/``c_dims`` are the loop dims each operand's tile spans (GEMM:
+    A (m, k), B (n, k), C (m, n); attention: Q (m,), K/V (k,), O (m,)); ``*_fixed`` the
+    elements of an untiled trailing extent (e.g. head_dim).  ``cycles_fn(mt, nt, kt)``
+    returns one core's compute cycles for a step, vectorised over NumPy arrays.
+    ``causal`` skips (m-tile, k-tile) steps a causal mask removes (attention).
+    """
+
+    name: str
+    count: int
+    m: int
+    n: int
+    k: int
+    layout: OperandLayout
+    cycles_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    a_dims: tuple[str, ...] = ("m", "k")
+    b_dims: tuple[str, ...] = ("n", "k")
+    c_dims: tuple[str, ...] = ("m", "n")
+    a_fixed: int = 0
+    b_fixed: int = 0
+    c_fixed: int = 0
+    b_shared: bool = False
+    reduction: bool = True
+    has_b: bool = True
+    causal: bool = False
+    causal_past: int = 0
+    causal_group: int = 1
+    unit_m: int = 1        # preferred tile granularity (array size along the dim)
+    unit_n: int = 1
+    unit_k: int = 1
+    fixed_tiles: tuple[int, int, int] | None = None   # force (mt, nt, kt)
+    fixed_order: str | None = None
+    macs: int = 0
+    flops: float = 0.0
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """The chosen mapping of one op (plain data; ``to_dict`` for JSON)."""
+
+    distribution: str                 # block | cyclic
+    cores_used: int
+    partition: tuple[int, int, int]   # (instances, m, n) splits in block mode
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    loop_order: str                   # outer -> inner
+    sram_bytes: int                   # tile buffers needed per core, double buffering included
+    sram_capacity_bytes: int
+    search_space: int
+    estimated_cycles: float
+    estimated_dram_bytes: float
+    compute: dict = field(default_factory=dict)   # array / dataflow / rate details
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["partition"] = list(self.partition)
+        return d
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
+    """Tile sizes worth trying along one dim: the full size, multiples of the array
+    dimension doubling up, powers of two, and near-equal splits (no tiny edge tile)."""
+    cands = {size}
+    u = max(1, unit)
+    v = u
+    while v < size:
+        cands.add(v)
+        v *= 2
+    p = 8
+    while p < size:
+        cands.add(p)
+        p *= 2
+    for parts in (2, 3, 4, 6, 8, 12, 16):
+        if size > parts:
+            t = _ceil(size, parts)
+            cands.add(_ceil(t, u) * u if t > u else t)
+    out = sorted(c for c in cands if 1 <= c <= size)
+    if len(out) > limit:
+        keep = np.unique(np.round(np.geomspace(1, len(out), limit)).astype(int) - 1)
+        out = sorted({out[i] for i in keep} | {size})
+    return out
+
+
+def partitions(P: int, count: int, m_units: int, n_units: int, max_options: int = 24) -> list[tuple[int, int, int]]:
+    """(instance, m, n) splits using as many cores as the work allows (most cores first)."""
+    for used in range(P, 0, -1):
+        found = []
+        for pc in range(1, min(used, count) + 1):
+            if used % pc:
+                continue
+            rest = used // pc
+            for pm in range(1, rest + 1):
+                if rest % pm:
+                    continue
+                pn = rest // pm
+                if pm <= m_units and pn <= n_units:
+                    found.append((pc, pm, pn))
+        if found:
+            return found[:max_options]
+    return [(1, 1, 1)]
+
+
+def _split(total: int, parts: int, i: int) -> tuple[int, int]:
+    """Bounds of part ``i`` of ``total`` split as evenly as possible (larger parts first)."""
+    base, extra = divmod(total, parts)
+    lo = i * base + min(i, extra)
+    return lo, lo + base + (1 if i < extra else 0)
+
+
+def block_ranges(prob: TileProblem, part: tuple[int, int, int], unit_m: int = 1, unit_n: int = 1) -> np.ndarray:
+    """[cores, 6] (inst0, inst1, m0, m1, n0, n1) of each core's sub-problem.  Splits of m
+    and n fall on multiples of ``unit`` so no core gets a sliver of an array."""
+    pc, pm, pn = part
+    rows = []
+    mu = _ceil(prob.m, unit_m)
+    nu = _ceil(prob.n, unit_n)
+    for ic in range(pc):
+        i0, i1 = _split(prob.count, pc, ic)
+        for im in range(pm):
+            a, b = _split(mu, pm, im)
+            m0, m1 = min(a * unit_m, prob.m), min(b * unit_m, prob.m)
+            for jn in range(pn):
+                c, d = _split(nu, pn, jn)
+                n0, n1 = min(c * unit_n, prob.n), min(d * unit_n, prob.n)
+                rows.append((i0, i1, m0, m1, n0, n1))
+    return np.array(rows, dtype=np.int64)
+
+
+def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndarray:
+    """Bytes of one operand over a (count, mm, nn, kk) sub-problem (or one tile)."""
+    ext = {"m": np.asarray(mm, dtype=np.float64), "n": np.asarray(nn, dtype=np.float64),
+           "k": np.asarray(kk, dtype=np.float64)}
+    dims = getattr(prob, f"{which}_dims")
+    fixed = getattr(prob, f"{which}_fixed")
+    bpe = getattr(prob.layout, which)
+    n_el = np.ones(np.broadcast(ext["m"], ext["n"], ext["k"]).shape)
+    for d in dims:
+        n_el = n_el * ext[d]
+    if fixed:
+        n_el = n_el * fixed
+    inst = 1 if (which == "b" and prob.b_shared) else count
+    return n_el * bpe * inst
+
+
+def _reload_factor(order: str, dims: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
+    """Times an operand's whole footprint is fetched for a loop order: the product of the
+    trip counts of loops that do not index it and sit outside its innermost indexing loop
+    (a buffer holding one tile is reloaded whenever one of its indices changes)."""
+    inner = max((order.index(d) for d in dims), default=-1)
+    f = np.ones_like(trips["m"])
+    for pos in range(inner):
+        d = order[pos]
+        if d not in dims:
+            f = f * trips[d]
+    return f
+
+
+def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
+    """DRAM (read, write) bytes of one block-mode core; exact for the engine's reuse rule
+    when no chip-level cache catches a re-fetch.  Causal skipping is ignored (an upper
+    bound)."""
+    trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
+    rd = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
+    if prob.has_b:
+        rd = rd + footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
+    visits = _reload_factor(order, prob.c_dims, trips) if prob.reduction else np.ones_like(trips["m"])
+    c_final = footprint_bytes(prob, "c", mm, nn, kk, count)
+    c_psum = c_final / prob.layout.c * prob.layout.psum
+    wr = c_final + (visits - 1) * c_psum
+    rd = rd + (visits - 1) * c_psum
+    return rd, wr
+
+
+def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers: int):
+    """Per-core SRAM (A, B, C) for one tile of each operand times the buffer count; the
+    C accumulator is held at accumulator precision."""
+    a = footprint_bytes(prob, "a", mt, nt, kt, 1) * buffers
+    b = footprint_bytes(prob, "b", mt, nt, kt, 1) * buffers if prob.has_b else 0.0 * a
+    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * buffers
+    return a, b, c
+
+
+def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
+    """Σ compute cycles over every tile of a sub-problem (full and edge tiles)."""
+    total = np.zeros(np.broadcast(mt, nt, kt, mm, nn).shape)
+    parts = []
+    for dim_size, t in ((mm, mt), (nn, nt), (kk, kt)):
+        full = np.floor(dim_size / t)
+        edge = dim_size - full * t
+        parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), np.where(edge > 0, edge, t))))
+    for (cm, sm) in parts[0]:
+        for (cn, sn) in parts[1]:
+            for (ck, sk) in parts[2]:
+                n_tiles = cm * cn * ck
+                cyc = prob.cycles_fn(np.asarray(sm, dtype=np.int64), np.asarray(sn, dtype=np.int64),
+                                     np.asarray(sk, dtype=np.int64))
+                total = total + n_tiles * cyc
+    if prob.causal and prob.k > 1:
+        # fraction of (m, k) tile pairs a causal mask keeps, estimated for ranking
+        keep = np.clip((prob.causal_past + 0.5 * prob.m / max(1, prob.causal_group)) / prob.k, 0.0, 1.0)
+        total = total * keep
+    return total * count
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    sram_bytes: float           # per core tile buffer
+    partition: tuple[float, float, float] | None   # (input, weight, output) bytes, or None (unified)
+    buffers: int                # 2 when double buffered
+    dram_bytes_per_cycle: float  # peak, whole chip
+    port_bytes_per_cycle: float  # per core fill port
+    noc_bytes_per_cycle: float
+    l2_bytes: float             # chip-level cache (0 = none)
+    ideal: bool
+    latency_cycles: float = 0.0  # DRAM round trip of one request, for the pipelining term
+
+
+def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool = True) -> Mapping:
+    """Choose distribution, tiles and loop order for ``prob``; raise MappingError if no
+    tile fits the SRAM."""
+    if mem.ideal:
+        return _ideal_mapping(prob, cores, mem)
+    best = None
+    evaluated = 0
+    m_c = tile_candidates(prob.m, prob.unit_m)
+    n_c = tile_candidates(prob.n, prob.unit_n)
+    k_c = tile_candidates(prob.k, prob.unit_k)
+    if prob.fixed_tiles is not None:
+        m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
+    MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
+    MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
+    a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, mem.buffers)
+    if mem.partition is None:
+        fits = (a_b + b_b + c_b) <= mem.sram_bytes
+    else:
+        pi, pw, po = mem.partition
+        fits = (a_b <= pi) & (b_b <= pw) & (c_b <= po)
+    if not fits.any():
+        smallest = float((a_b + b_b + c_b).min())
+        raise MappingError(
+            f"op '{prob.name}': no tile fits the per-core SRAM ({mem.sram_bytes / 1024:.1f} KiB"
+            + (", partitioned" if mem.partition else "") + f"); the smallest candidate needs "
+            f"{smallest / 1024:.1f} KiB")
+    MT, NT, KT = MT[fits], NT[fits], KT[fits]
+    sram = (a_b + b_b + c_b)[fits]
+    orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
+    dram_bw = mem.dram_bytes_per_cycle * _RANK_DRAM_EFFICIENCY
+
+    # ---- block distributions
+    parts = partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
+    for part in parts:
+        ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
+        # the busiest core bounds the time; all cores' traffic shares the DRAM
+        sizes = np.unique(np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2],
+                                    ranges[:, 5] - ranges[:, 4]], axis=1), axis=0)
+        mult = {tuple(s): int(np.sum(np.all(np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2],
+                                                        ranges[:, 5] - ranges[:, 4]], axis=1) == s, axis=1)))
+                for s in sizes}
+        comp_max = np.zeros(len(MT))
+        for (cnt, mm, nn) in mult:
+            if cnt <= 0 or mm <= 0 or nn <= 0:
+                continue
+            comp = _sum_compute(prob, MT, NT, KT, mm, nn, prob.k, cnt)
+            comp_max = np.maximum(comp_max, comp)
+        core_bw = np.minimum(mem.port_bytes_per_cycle, dram_bw / len(ranges))
+        for order in orders:
+            rd = np.zeros(len(MT))
+            wr = np.zeros(len(MT))
+            per_core_max = np.zeros(len(MT))
+            for (cnt, mm, nn), times in mult.items():
+                if cnt <= 0 or mm <= 0 or nn <= 0:
+                    continue
+                r, w = block_traffic(prob, order, MT, NT, KT, mm, nn, prob.k, cnt)
+                rd = rd + r * times
+                wr = wr + w * times
+                steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
+                # double buffering keeps at most `buffers` steps' loads in flight, so each
+                # step costs at least (latency + its bytes / bandwidth) / buffers
+                step_bytes = (r + w) / steps
+                per_step = np.maximum(step_bytes / core_bw, (mem.latency_cycles + step_bytes / core_bw) / mem.buffers)
+                per_core_max = np.maximum(per_core_max, steps * per_step)
+            mem_time = np.maximum((rd + wr) / dram_bw, per_core_max)
+            mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
+            # prologue and epilogue: the first tiles arrive before compute starts, the
+            # last output tile leaves after it ends
+            first = (footprint_bytes(prob, "a", MT, NT, KT, 1)
+                     + (footprint_bytes(prob, "b", MT, NT, KT, 1) if prob.has_b else 0.0)) / core_bw
+            last = footprint_bytes(prob, "c", MT, NT, KT, 1) / core_bw
+            est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
+            evaluated += len(MT)
+            i = _pick(est, rd + wr, MT * NT * KT)
+            cand = (float(est[i]), float(rd[i] + wr[i]), -float(MT[i] * NT[i] * KT[i]))
+            if best is None or cand < best[0]:
+                best = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges))
+
+    # ---- cyclic distribution (k innermost, output tiles dealt round-robin)
+    if allow_cyclic and cores > 1:
+        tiles_out = prob.count * np.ceil(prob.m / MT) * np.ceil(prob.n / NT)
+        waves = np.ceil(tiles_out / cores)
+        per_tile = np.zeros(len(MT))
+        # compute of one output tile (its k loop), full-size tiles
+        per_tile = _sum_compute(prob, MT, NT, KT, MT, NT, prob.k, 1)
+        comp = waves * per_tile
+        # traffic: each output tile fetches its A row panel and B column panel; a
+        # chip-level cache big enough for a wave's working set turns re-fetches into hits
+        a_all = footprint_bytes(prob, "a", prob.m, prob.n, prob.k, prob.count)
+        b_all = footprint_bytes(prob, "b", prob.m, prob.n, prob.k, prob.count) if prob.has_b else 0.0
+        c_all = footprint_bytes(prob, "c", prob.m, prob.n, prob.k, prob.count)
+        a_fetch = a_all * (np.ceil(prob.n / NT) if "n" not in prob.a_dims else 1)
+        b_fetch = b_all * (np.ceil(prob.m / MT) if "m" not in prob.b_dims else 1)
+        wave_ws = np.minimum(tiles_out, cores) * (footprint_bytes(prob, "a", MT, NT, prob.k, 1)
+                                                  + (footprint_bytes(prob, "b", MT, NT, prob.k, 1) if prob.has_b else 0.0))
+        if mem.l2_bytes > 0:
+            shared = np.clip(mem.l2_bytes / np.maximum(wave_ws, 1.0), 0.0, 1.0)
+            a_fetch = a_all + (a_fetch - a_all) * (1 - shared)
+            b_fetch = b_all + (b_fetch - b_all) * (1 - shared)
+        traffic = a_fetch + b_fetch + c_all
+        mem_time = traffic / dram_bw
+        est = np.maximum(comp, mem_time)
+        evaluated += len(MT)
+        i = _pick(est, traffic, MT * NT * KT)
+        cand = (float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i]))
+        if best is None or cand < best[0]:
+            used = int(min(cores, tiles_out[i]))
+            best = (cand, "cyclic", (1, 1, 1), int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(sram[i]), used)
+
+    (est_c, est_bytes, _), dist, part, mt, nt, kt, order, sram_b, used = best
+    return Mapping(distribution=dist, cores_used=used, partition=tuple(part), tile_m=mt, tile_n=nt, tile_k=kt,
+                   loop_order=order, sram_bytes=sram_b, sram_capacity_bytes=int(mem.sram_bytes),
+                   search_space=evaluated, estimated_cycles=est_c, estimated_dram_bytes=est_bytes)
+
+
+#: candidates whose estimate is within this factor of the best count as equally fast, and
+#: the one moving the fewest DRAM bytes wins (the estimate is a bound, traffic is exact)
+_RANK_TIE = 1.03
+
+
+def _pick(est, traffic, volume) -> int:
+    """Index of the best candidate: about the least time, then least traffic, then the
+    largest tile."""
+    near = est <= est.min() * _RANK_TIE
+    idx = np.flatnonzero(near)
+    order = np.lexsort((est[idx], -volume[idx], traffic[idx]))
+    return int(idx[order[0]])
+
+
+def _ideal_mapping(prob: TileProblem, cores: int, mem: MemoryBudget) -> Mapping:
+    """Ideal memory: no SRAM limit, so each core computes its whole share as one tile and
+    the stall-free compute time is that of the untiled problem (SCALE-Sim's number on a
+    single-core chip)."""
+    best = None
+    parts = partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
+    for part in parts:
+        ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
+        worst = 0.0
+        for r in ranges:
+            cnt, mm, nn = r[1] - r[0], r[3] - r[2], r[5] - r[4]
+            if cnt <= 0 or mm <= 0 or nn <= 0:
+                continue
+            c = float(_sum_compute(prob, np.array([mm]), np.array([nn]), np.array([prob.k]), mm, nn, prob.k, cnt)[0])
+            worst = max(worst, c)
+        if best is None or worst < best[0]:
+            best = (worst, part, len(ranges))
+    worst, part, used = best
+    ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
+    mt = int(max(r[3] - r[2] for r in ranges))
+    nt = int(max(r[5] - r[4] for r in ranges))
+    return Mapping(distribution="block", cores_used=used, partition=tuple(part), tile_m=max(1, mt),
+                   tile_n=max(1, nt), tile_k=prob.k, loop_order="mnk", sram_bytes=0,
+                   sram_capacity_bytes=int(mem.sram_bytes), search_space=len(parts),
+                   estimated_cycles=worst, estimated_dram_bytes=0.0)
