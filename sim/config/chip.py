@@ -1,0 +1,710 @@
+"""The chip description: frozen pydantic models for ``arch_configs/*.yaml``.
+
+A chip is a number of identical **cores**, each with one or more kinds of systolic/MAC
+**arrays** and a **vector unit**; a **memory** hierarchy ordered innermost -> outermost
+(optional per-PE registers, one or more SRAM levels, exactly one DRAM level, last); a
+**noc** joining chip-level memory to the cores; and optional **energy**, **area**,
+**runtime** and **interconnect** blocks.
+
+Units live in the key names (``clock_mhz``, ``capacity_kib``, ``t_rcd_ns``...).  Every
+numeric field has bounds; integers must be written as integers and numbers as numbers
+(``rows: yes`` or ``rows: "32"`` are errors, not 1 or 32).  Cross-field rules (partition
+sum, level order, default dataflow, DRAM geometry) are checked in the models and reported
+at the key that breaks them; :func:`sim.config.loader.validate` turns all problems into
+one :class:`~sim.errors.ConfigError` with file, line and dotted path.
+
+Derived helpers (``peak_flops``, ``dram_peak_bytes_per_s``...) are pure functions of the
+spec.  Specs are frozen, compare by value and are hashable (so results can be memoised
+per (chip, op)); ``source_path`` and ``overrides`` record where a spec came from and are
+not part of its value.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, Strict, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from ..dtypes import RATE_CLASSES, WIDER_RATE_CLASSES, get_format
+from ..errors import MappingError, UnknownNameError
+
+__all__ = [
+    "SCHEMA_VERSION", "DATAFLOWS", "RateClass", "Dataflow",
+    "ArraySpec", "VectorUnitSpec", "CoresSpec",
+    "RegistersLevel", "SramPartition", "SramLevel", "DramLevel", "MemoryLevel", "MemorySpec",
+    "NocSpec", "EnergySpec", "AreaSpec", "RuntimeSpec", "InterconnectSpec", "ChipSpec",
+    "resolve_rate_class",
+]
+
+SCHEMA_VERSION = 1
+#: dataflow names an array may list (weight-, output-, input-, row-stationary)
+DATAFLOWS = ("ws", "os", "is", "rs")
+
+RateClass = Literal[RATE_CLASSES]  # type: ignore[valid-type]
+Dataflow = Literal[DATAFLOWS]  # type: ignore[valid-type]
+
+
+# --------------------------------------------------------------------------- scalar types
+# Strict: YAML already yields typed values, and lax coercion would turn ``rows: yes`` into 1.
+
+
+def _int(ge: int, le: int) -> Any:
+    return Annotated[int, Strict(), Field(ge=ge, le=le)]
+
+
+def _num(*, gt: float | None = None, ge: float | None = None, le: float) -> Any:
+    """A float field; integers are accepted (``clock_mhz: 700``), strings and booleans are not."""
+    return Annotated[float, Strict(), Field(gt=gt, ge=ge, le=le)]
+
+
+def _non_empty(value: Any) -> Any:
+    # checked on the raw list: a length constraint on a tuple would also fire when items fail
+    if isinstance(value, (list, tuple)) and len(value) == 0:
+        raise ValueError("must list at least one item")
+    return value
+
+
+NonEmpty = BeforeValidator(_non_empty)
+_BIG = 1 << 30
+Name = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
+Flag = Annotated[bool, Strict()]
+EnergyPj = _num(ge=0, le=1e6)  # picojoules per byte / per op
+NodeNm = _num(gt=0, le=1000)  # process node in nanometres
+TimeNs = _num(ge=0, le=1e6)  # DRAM timing parameter in nanoseconds
+
+
+def _rule_errors(title: str, problems: list[tuple[tuple[Any, ...], str, Any]]) -> ValidationError:
+    """A ValidationError whose line errors sit at the given locations (relative to the model)."""
+    return ValidationError.from_exception_data(
+        title,
+        [InitErrorDetails(type=PydanticCustomError("chip_rule", msg), loc=loc, input=value)
+         for loc, msg, value in problems],
+    )
+
+
+def _revalidate_with_rules(cls: type[BaseModel], data: Any, handler: Any, rules: Any) -> Any:
+    """Run the normal validation and the raw-data ``rules`` and report both sets together.
+
+    ``rules(data)`` returns (loc, message, input) triples checked on the raw mapping, so a
+    structural problem (e.g. DRAM not last) is reported even when a field elsewhere in the
+    same list is also wrong.
+    """
+    problems: list[InitErrorDetails] = []
+    result = None
+    try:
+        result = handler(data)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            problems.append(InitErrorDetails(type=PydanticCustomError(err["type"], err["msg"], err.get("ctx")),
+                                             loc=err["loc"], input=err.get("input")))
+    if isinstance(data, dict):
+        for loc, msg, value in rules(data):
+            problems.append(InitErrorDetails(type=PydanticCustomError("chip_rule", msg), loc=loc, input=value))
+    if problems:
+        raise ValidationError.from_exception_data(cls.__name__, problems)
+    return result
+
+
+def resolve_rate_class(name: str) -> str:
+    """A rate class (``bf16``) or a number-format name (``nvfp4`` -> ``fp4``) -> rate class."""
+    key = str(name).strip().lower()
+    if key in RATE_CLASSES:
+        return key
+    try:
+        rc = get_format(key).rate_class
+    except UnknownNameError:
+        rc = None
+    if rc not in RATE_CLASSES:  # unknown, or a storage-only format such as int32
+        raise UnknownNameError("rate class", name, list(RATE_CLASSES))
+    return rc
+
+
+class _Spec(BaseModel):
+    """Base of every chip-file model: frozen, unknown keys rejected, finite numbers only.
+
+    Equality and hashing use the field values only (private attributes such as the source
+    path are metadata); dict-valued fields hash through a canonical JSON form.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    _hash: Optional[int] = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+            self._hash = hash((type(self).__name__, canonical))
+        return self._hash
+
+    def model_copy(self, *, update: Optional[dict[str, Any]] = None, deep: bool = False) -> Any:
+        new = super().model_copy(update=update, deep=deep)
+        new._hash = None  # the value may have changed
+        return new
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-compatible data (round-trips through the loader)."""
+        return self.model_dump(mode="json")
+
+
+# --------------------------------------------------------------------------- cores
+
+
+class ArraySpec(_Spec):
+    """One kind of MAC array in a core (``count`` identical copies per core).
+
+    ``macs_per_pe_per_cycle`` gives, per rate class, the MACs one PE completes per cycle
+    (fractions allowed: 0.5 = one MAC every two cycles).  Rate classes the array lacks
+    fall back to wider ones it has (:data:`sim.dtypes.WIDER_RATE_CLASSES`).
+    """
+
+    name: Name
+    rows: _int(1, 1 << 16)
+    cols: _int(1, 1 << 16)
+    count: _int(1, 1 << 20) = 1
+    macs_per_pe_per_cycle: dict[RateClass, _num(gt=0, le=1e6)] = Field(min_length=1)  # type: ignore[valid-type]
+    sparsity_2_4: Flag = False
+    dataflows: Annotated[tuple[Dataflow, ...], NonEmpty] = DATAFLOWS  # type: ignore[valid-type]
+    default_dataflow: Optional[Dataflow] = Field(default=None, validate_default=True)  # type: ignore[valid-type]
+    register_file_bytes_per_pe: _int(0, 1 << 20) = 0
+
+    @field_validator("dataflows")
+    @classmethod
+    def _unique_dataflows(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        dups = sorted({d for d in v if v.count(d) > 1})
+        if dups:
+            raise ValueError(f"dataflows lists {', '.join(dups)} more than once")
+        return v
+
+    @field_validator("default_dataflow")
+    @classmethod
+    def _default_in_dataflows(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        flows = info.data.get("dataflows")
+        if flows is None:  # dataflows itself is invalid; reported there
+            return v
+        if v is None:
+            return flows[0]
+        if v not in flows:
+            raise ValueError(f"default_dataflow must be one of this array's dataflows ({', '.join(flows)})")
+        return v
+
+    @property
+    def pes(self) -> int:
+        """PEs in one copy of the array (rows x cols)."""
+        return self.rows * self.cols
+
+    def rate_for(self, rate_class: str) -> tuple[float, str]:
+        """(MACs per PE per cycle, rate class actually used) for ops of ``rate_class``.
+
+        Falls back along :data:`sim.dtypes.WIDER_RATE_CLASSES` (an fp4 op on an array with
+        only bf16 units runs at the bf16 rate); raises :class:`MappingError` when neither the
+        class nor any wider one is available.  Format names (``nvfp4``) are accepted.
+        """
+        rc = resolve_rate_class(rate_class)
+        for cand in (rc, *WIDER_RATE_CLASSES[rc]):
+            if cand in self.macs_per_pe_per_cycle:
+                return self.macs_per_pe_per_cycle[cand], cand
+        raise MappingError(
+            f"array '{self.name}' cannot run {rc} ops: it has units for "
+            f"{', '.join(self.macs_per_pe_per_cycle)} and {rc} may only widen to "
+            f"{', '.join(WIDER_RATE_CLASSES[rc]) or 'nothing'}")
+
+    def macs_per_cycle(self, rate_class: str, sparse: bool = False) -> float:
+        """MACs per cycle of all ``count`` copies (dense-equivalent MACs when ``sparse``:
+        2:4 units skip the zero half, so they complete twice the dense MACs per cycle)."""
+        rate, _ = self.rate_for(rate_class)
+        factor = 2.0 if (sparse and self.sparsity_2_4) else 1.0
+        return self.count * self.pes * rate * factor
+
+
+class VectorUnitSpec(_Spec):
+    """Per-core SIMD unit for elementwise ops, reductions, softmax, normalisation."""
+
+    lanes: _int(1, 1 << 24)
+    ops_per_lane_per_cycle: _num(gt=0, le=1e6) = 1.0
+    special_ops_per_cycle: Optional[_num(gt=0, le=1e9)] = None  # exp/recip per core per cycle
+
+    @property
+    def ops_per_cycle(self) -> float:
+        """Elementwise ops per cycle per core."""
+        return self.lanes * self.ops_per_lane_per_cycle
+
+    @property
+    def effective_special_ops_per_cycle(self) -> float:
+        """exp / reciprocal / rsqrt per cycle per core (``lanes / 4`` when not given)."""
+        return self.special_ops_per_cycle if self.special_ops_per_cycle is not None else self.lanes / 4
+
+
+class CoresSpec(_Spec):
+    count: _int(1, 1 << 20)
+    arrays: Annotated[tuple[ArraySpec, ...], NonEmpty]
+    vector_unit: VectorUnitSpec
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _unique_array_names(cls, data: Any, handler: Any) -> Any:
+        def rules(raw: dict) -> list:
+            arrays = raw.get("arrays")
+            if not isinstance(arrays, list):
+                return []
+            out, seen = [], {}
+            for i, a in enumerate(arrays):
+                name = a.get("name") if isinstance(a, dict) else None
+                if isinstance(name, str):
+                    if name in seen:
+                        out.append((("arrays", i, "name"),
+                                    f"duplicate array name '{name}' (also cores.arrays.{seen[name]})", name))
+                    else:
+                        seen[name] = i
+            return out
+        return _revalidate_with_rules(cls, data, handler, rules)
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class RegistersLevel(_Spec):
+    """Per-PE register storage (operand registers, accumulators) next to the array."""
+
+    kind: Literal["registers"]
+    name: Name
+    bytes_per_pe: _int(1, 1 << 20)
+    read_energy_pj_per_byte: Optional[EnergyPj] = None
+    write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+
+class SramPartition(_Spec):
+    """A split of an SRAM level between operands (KiB each)."""
+
+    input_kib: _num(ge=0, le=_BIG)
+    weight_kib: _num(ge=0, le=_BIG)
+    output_kib: _num(ge=0, le=_BIG)
+
+    @property
+    def total_kib(self) -> float:
+        return self.input_kib + self.weight_kib + self.output_kib
+
+
+class SramLevel(_Spec):
+    """A scratchpad (``scope: core``, one per core) or a shared buffer/L2 (``scope: chip``).
+
+    ``capacity_kib`` and ``bytes_per_cycle`` are per core for ``scope: core`` and for the
+    whole chip for ``scope: chip``.  ``partition`` reserves space per operand (``None`` =
+    one unified buffer); ``double_buffered`` means half of each buffer is filled while the
+    other half is used.
+    """
+
+    kind: Literal["sram"]
+    name: Name
+    scope: Literal["core", "chip"]
+    capacity_kib: _num(gt=0, le=_BIG)
+    partition: Optional[SramPartition] = None
+    banks: _int(1, 1 << 16) = 1
+    bytes_per_cycle: _num(gt=0, le=1e9)
+    latency_cycles: _int(0, 1 << 30) = 1
+    double_buffered: Flag = True
+    read_energy_pj_per_byte: Optional[EnergyPj] = None
+    write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+    @model_validator(mode="after")
+    def _partition_fits(self) -> "SramLevel":
+        p = self.partition
+        if p is not None and p.total_kib > self.capacity_kib * (1 + 1e-12):
+            raise _rule_errors("SramLevel", [(
+                ("partition",),
+                f"partition needs {p.total_kib:g} KiB (input_kib {p.input_kib:g} + weight_kib "
+                f"{p.weight_kib:g} + output_kib {p.output_kib:g}), more than capacity_kib {self.capacity_kib:g}",
+                p.model_dump())])
+        return self
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Capacity in bytes (per core for ``scope: core``)."""
+        return int(round(self.capacity_kib * 1024))
+
+    def operand_bytes(self, operand: str) -> int:
+        """Bytes reserved for ``operand`` (input/weight/output); the whole level when unified."""
+        if self.partition is None:
+            return self.capacity_bytes
+        if operand not in ("input", "weight", "output"):
+            raise UnknownNameError("operand", operand, ["input", "weight", "output"])
+        return int(round(getattr(self.partition, f"{operand}_kib") * 1024))
+
+
+class DramLevel(_Spec):
+    """Off-chip DRAM (DDR, LPDDR, HBM), the last memory level.
+
+    Geometry: ``channels`` independent channels over the whole device (all stacks), each
+    split into ``pseudo_channels_per_channel`` pseudo-channels whose data bus is
+    ``bus_width_bits`` wide.  One access moves ``bus_width_bits * burst_length / 8``
+    bytes.  Timings are JEDEC-style, in nanoseconds.
+    """
+
+    kind: Literal["dram"]
+    name: Name
+    technology: Name
+    capacity_gib: _num(gt=0, le=1 << 20)
+    channels: _int(1, 1 << 16)
+    pseudo_channels_per_channel: _int(1, 64) = 1
+    bus_width_bits: _int(1, 4096)
+    data_rate_gbps_per_pin: _num(gt=0, le=100)
+    burst_length: _int(1, 256)
+    banks_per_pseudo_channel: _int(1, 1 << 12)
+    row_buffer_bytes: _int(1, 1 << 24)
+    interleave_bytes: _int(1, 1 << 30)
+    t_rcd_ns: TimeNs
+    t_rp_ns: TimeNs
+    t_cl_ns: TimeNs
+    t_ras_ns: TimeNs
+    t_rrd_ns: TimeNs
+    t_faw_ns: TimeNs
+    t_rfc_ns: TimeNs
+    t_refi_ns: TimeNs
+    t_wr_ns: TimeNs
+    t_ccd_ns: Optional[TimeNs] = None
+    controller_latency_ns: TimeNs = 0.0
+    max_outstanding_requests_per_core: _int(1, 1 << 20) = 64
+    read_energy_pj_per_byte: Optional[EnergyPj] = None
+    write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+    @model_validator(mode="after")
+    def _geometry(self) -> "DramLevel":
+        problems: list[tuple[tuple[Any, ...], str, Any]] = []
+        bits = self.bus_width_bits * self.burst_length
+        if bits % 8:
+            problems.append((("burst_length",), f"bus_width_bits x burst_length = {bits} bits is not a whole "
+                             "number of bytes", self.burst_length))
+        access = bits // 8
+        if self.row_buffer_bytes < access:
+            problems.append((("row_buffer_bytes",), f"row_buffer_bytes must be at least one access "
+                             f"(bus_width_bits x burst_length / 8 = {access} bytes)", self.row_buffer_bytes))
+        il = self.interleave_bytes
+        if il & (il - 1):
+            problems.append((("interleave_bytes",), "interleave_bytes must be a power of two", il))
+        elif il < access:
+            problems.append((("interleave_bytes",), f"interleave_bytes must be at least one access "
+                             f"({access} bytes)", il))
+        elif il > self.row_buffer_bytes:
+            problems.append((("interleave_bytes",), f"interleave_bytes must not exceed row_buffer_bytes "
+                             f"({self.row_buffer_bytes})", il))
+        if self.t_refi_ns <= self.t_rfc_ns:
+            problems.append((("t_refi_ns",), f"t_refi_ns must be larger than t_rfc_ns ({self.t_rfc_ns:g})",
+                             self.t_refi_ns))
+        if problems:
+            raise _rule_errors("DramLevel", problems)
+        return self
+
+    @property
+    def pseudo_channels(self) -> int:
+        """Independently scheduled pseudo-channels in the whole device."""
+        return self.channels * self.pseudo_channels_per_channel
+
+    @property
+    def access_bytes(self) -> int:
+        """Bytes moved by one burst (the access granularity)."""
+        return self.bus_width_bits * self.burst_length // 8
+
+    @property
+    def pseudo_channel_bytes_per_s(self) -> float:
+        """Peak data bandwidth of one pseudo-channel, bytes/s."""
+        return self.bus_width_bits / 8 * self.data_rate_gbps_per_pin * 1e9
+
+    @property
+    def peak_bytes_per_s(self) -> float:
+        """Peak data bandwidth of the whole device, bytes/s (no refresh or turnaround losses)."""
+        return self.pseudo_channels * self.pseudo_channel_bytes_per_s
+
+    @property
+    def burst_ns(self) -> float:
+        """Time one burst occupies a pseudo-channel's data bus, ns."""
+        return self.burst_length / self.data_rate_gbps_per_pin
+
+    @property
+    def effective_t_ccd_ns(self) -> float:
+        """Minimum spacing of column commands on one pseudo-channel (``t_ccd_ns`` or one burst)."""
+        return self.t_ccd_ns if self.t_ccd_ns is not None else self.burst_ns
+
+    @property
+    def t_rc_ns(self) -> float:
+        """Row cycle time (activate to activate, same bank) = t_ras + t_rp, ns."""
+        return self.t_ras_ns + self.t_rp_ns
+
+    @property
+    def capacity_bytes(self) -> int:
+        return int(round(self.capacity_gib * (1 << 30)))
+
+
+MemoryLevel = Annotated[Union[RegistersLevel, SramLevel, DramLevel], Field(discriminator="kind")]
+_LEVEL_KINDS = ("registers", "sram", "dram")
+
+
+class MemorySpec(_Spec):
+    """Memory levels, innermost first.
+
+    Rules: level names unique; at most one ``registers`` level, first; at least one
+    ``sram`` level with ``scope: core``; ``scope: core`` SRAMs before ``scope: chip`` ones;
+    exactly one ``dram`` level, last.
+    """
+
+    levels: Annotated[tuple[MemoryLevel, ...], NonEmpty]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _level_rules(cls, data: Any, handler: Any) -> Any:
+        return _revalidate_with_rules(cls, data, handler, _level_rules)
+
+    # -- helpers
+    @property
+    def dram(self) -> DramLevel:
+        return next(lv for lv in self.levels if isinstance(lv, DramLevel))
+
+    @property
+    def registers(self) -> Optional[RegistersLevel]:
+        return next((lv for lv in self.levels if isinstance(lv, RegistersLevel)), None)
+
+    @property
+    def core_srams(self) -> tuple[SramLevel, ...]:
+        return tuple(lv for lv in self.levels if isinstance(lv, SramLevel) and lv.scope == "core")
+
+    @property
+    def chip_srams(self) -> tuple[SramLevel, ...]:
+        return tuple(lv for lv in self.levels if isinstance(lv, SramLevel) and lv.scope == "chip")
+
+    def level(self, name: str) -> Union[RegistersLevel, SramLevel, DramLevel]:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise UnknownNameError("memory level", name, [lv.name for lv in self.levels])
+
+
+def _level_rules(raw: dict) -> list[tuple[tuple[Any, ...], str, Any]]:
+    levels = raw.get("levels")
+    if not isinstance(levels, list) or not levels:
+        return []
+    out: list[tuple[tuple[Any, ...], str, Any]] = []
+    n = len(levels)
+    kinds = [lv.get("kind") if isinstance(lv, dict) else None for lv in levels]
+    seen: dict[str, int] = {}
+    for i, lv in enumerate(levels):
+        name = lv.get("name") if isinstance(lv, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                out.append((("levels", i, "name"), f"duplicate level name '{name}' (also memory.levels.{seen[name]})", name))
+            else:
+                seen[name] = i
+    regs = [i for i, k in enumerate(kinds) if k == "registers"]
+    for i in regs:
+        if i != 0:
+            out.append((("levels", i, "kind"), "a registers level must be the first (innermost) level", "registers"))
+    drams = [i for i, k in enumerate(kinds) if k == "dram"]
+    if not drams and all(k in _LEVEL_KINDS for k in kinds):
+        out.append((("levels",), "exactly one level with kind: dram is required, as the last level", levels))
+    for i in drams:
+        if i != n - 1:
+            out.append((("levels", i, "kind"), f"the dram level must be the last (outermost) level; it is "
+                        f"memory.levels.{i} of {n}", "dram"))
+    for i in drams[1:]:
+        out.append((("levels", i, "kind"), f"only one dram level is allowed (first one is memory.levels.{drams[0]})", "dram"))
+    srams = [(i, lv.get("scope")) for i, lv in enumerate(levels) if isinstance(lv, dict) and lv.get("kind") == "sram"]
+    if not any(scope == "core" for _, scope in srams) and all(k in _LEVEL_KINDS for k in kinds):
+        out.append((("levels",), "at least one level with kind: sram and scope: core is required "
+                    "(the per-core scratchpad the arrays read)", levels))
+    first_chip = next((i for i, s in srams if s == "chip"), None)
+    if first_chip is not None:
+        for i, s in srams:
+            if s == "core" and i > first_chip:
+                out.append((("levels", i, "scope"), f"a scope: core sram must come before scope: chip srams "
+                            f"(memory.levels.{first_chip} is scope: chip)", "core"))
+    return out
+
+
+# --------------------------------------------------------------------------- the rest
+
+
+class NocSpec(_Spec):
+    """On-chip network between chip-level memory (chip SRAM or DRAM) and the cores."""
+
+    bandwidth_bytes_per_cycle: _num(gt=0, le=1e9)  # aggregate over all cores
+    latency_cycles: _int(0, 1 << 30) = 0
+    energy_pj_per_byte: Optional[EnergyPj] = None
+
+
+class EnergySpec(_Spec):
+    """Energy per event; ``None`` means the library default (decided by the energy model)."""
+
+    mac_pj: dict[RateClass, EnergyPj] = Field(default_factory=dict)  # type: ignore[valid-type]
+    vector_op_pj: Optional[EnergyPj] = None
+    static_power_w: _num(ge=0, le=1e5) = 0.0
+    technology_node_nm: Optional[NodeNm] = None
+
+
+class AreaSpec(_Spec):
+    mac_um2: dict[RateClass, _num(ge=0, le=1e9)] = Field(default_factory=dict)  # type: ignore[valid-type]
+    sram_mm2_per_mib: Optional[_num(ge=0, le=1e6)] = None
+    other_mm2: _num(ge=0, le=1e6) = 0.0
+    technology_node_nm: Optional[NodeNm] = None
+
+
+class RuntimeSpec(_Spec):
+    op_launch_overhead_ns: _num(ge=0, le=1e9) = 0.0  # fixed cost per op / kernel launch
+
+
+class InterconnectSpec(_Spec):
+    """Chip-to-chip links for multi-chip runs."""
+
+    link_bandwidth_gb_per_s: _num(gt=0, le=1e6)  # per direction per link
+    links_per_chip: _int(1, 1 << 12) = 1
+    link_latency_ns: _num(ge=0, le=1e9) = 0.0
+    topology: Literal["ring", "switch", "torus2d", "fully_connected"] = "ring"
+    energy_pj_per_byte: Optional[EnergyPj] = None
+
+    @property
+    def chip_bytes_per_s(self) -> float:
+        """Injection bandwidth of one chip, per direction, bytes/s."""
+        return self.link_bandwidth_gb_per_s * 1e9 * self.links_per_chip
+
+
+class ChipSpec(_Spec):
+    """A whole chip, as described by one ``arch_configs/*.yaml`` file."""
+
+    schema_version: Literal[1]
+    name: Name
+    description: Annotated[str, Strict()] = ""
+    clock_mhz: _num(gt=0, le=100_000)
+    cores: CoresSpec
+    memory: MemorySpec
+    noc: NocSpec
+    energy: Optional[EnergySpec] = None
+    area: Optional[AreaSpec] = None
+    runtime: Optional[RuntimeSpec] = None
+    interconnect: Optional[InterconnectSpec] = None
+
+    _source_path: Optional[Path] = PrivateAttr(default=None)
+    _overrides: tuple[str, ...] = PrivateAttr(default=())
+
+    # -- provenance (not part of the value)
+    @property
+    def source_path(self) -> Optional[Path]:
+        """The YAML file this spec was loaded from (None when built in Python)."""
+        return self._source_path
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The ``dotted.path=value`` overrides applied on top of the file, in order."""
+        return self._overrides
+
+    def _set_provenance(self, path: Optional[Path], overrides: tuple[str, ...]) -> "ChipSpec":
+        self._source_path = path
+        self._overrides = overrides
+        return self
+
+    # -- time
+    @property
+    def clock_hz(self) -> float:
+        """Core clock in Hz."""
+        return self.clock_mhz * 1e6
+
+    def cycles_to_seconds(self, cycles: float) -> float:
+        """Core cycles -> seconds."""
+        return cycles / self.clock_hz
+
+    def seconds_to_cycles(self, seconds: float) -> float:
+        """Seconds -> core cycles (not rounded)."""
+        return seconds * self.clock_hz
+
+    # -- structure
+    @property
+    def dram(self) -> DramLevel:
+        return self.memory.dram
+
+    @property
+    def registers(self) -> Optional[RegistersLevel]:
+        return self.memory.registers
+
+    @property
+    def core_srams(self) -> tuple[SramLevel, ...]:
+        """Per-core SRAM levels, innermost first."""
+        return self.memory.core_srams
+
+    @property
+    def chip_srams(self) -> tuple[SramLevel, ...]:
+        """Chip-wide SRAM levels (global buffer, L2), innermost first."""
+        return self.memory.chip_srams
+
+    def array(self, name: Optional[str] = None) -> ArraySpec:
+        """The array called ``name`` (default: the first one listed)."""
+        arrays = self.cores.arrays
+        if name is None:
+            return arrays[0]
+        for a in arrays:
+            if a.name == name:
+                return a
+        raise UnknownNameError("array", name, [a.name for a in arrays])
+
+    # -- peaks
+    def peak_macs_per_cycle(self, rate_class: str, sparse: bool = False) -> float:
+        """Chip-wide MACs per cycle for ``rate_class`` ops (a rate class or format name).
+
+        Sum over cores x arrays x count x rows x cols x rate; arrays lacking the class use
+        the next wider class they have; ``sparse=True`` doubles arrays with 2:4 support
+        (counting dense-equivalent MACs).  Raises :class:`MappingError` when no array can
+        run the class.
+        """
+        rc = resolve_rate_class(rate_class)
+        total, usable = 0.0, False
+        for a in self.cores.arrays:
+            try:
+                total += a.macs_per_cycle(rc, sparse)
+                usable = True
+            except MappingError:
+                continue
+        if not usable:
+            raise MappingError(f"no array of chip '{self.name}' can run {rc} ops (arrays: "
+                               + "; ".join(f"{a.name}: {', '.join(a.macs_per_pe_per_cycle)}" for a in self.cores.arrays)
+                               + ")")
+        return total * self.cores.count
+
+    def peak_flops(self, rate_class: str, sparse: bool = False) -> float:
+        """Peak FLOP/s (2 per MAC) for ``rate_class``; see :meth:`peak_macs_per_cycle`."""
+        return 2.0 * self.peak_macs_per_cycle(rate_class, sparse) * self.clock_hz
+
+    @property
+    def dram_peak_bytes_per_s(self) -> float:
+        """DRAM peak bandwidth, bytes/s."""
+        return self.dram.peak_bytes_per_s
+
+    @property
+    def dram_access_bytes(self) -> int:
+        """DRAM access granularity, bytes."""
+        return self.dram.access_bytes
+
+    def summary(self) -> str:
+        """A few lines describing the chip and its peaks (for CLIs and notebooks)."""
+        lines = [f"{self.name}: {self.cores.count} core(s) at {self.clock_mhz:g} MHz"]
+        for a in self.cores.arrays:
+            rates = ", ".join(f"{k} x{v:g}" for k, v in a.macs_per_pe_per_cycle.items())
+            lines.append(f"  array {a.name}: {a.count} x {a.rows}x{a.cols} PEs ({rates})"
+                         + (", 2:4 sparse" if a.sparsity_2_4 else "") + f", dataflows {'/'.join(a.dataflows)}")
+        classes = []
+        for rc in RATE_CLASSES:
+            try:
+                classes.append(f"{rc} {self.peak_flops(rc) / 1e12:.4g}")
+            except MappingError:
+                pass
+        lines.append("  dense peak TFLOP/s: " + ", ".join(classes))
+        for lv in self.memory.levels:
+            if isinstance(lv, RegistersLevel):
+                lines.append(f"  {lv.name}: registers, {lv.bytes_per_pe} B/PE")
+            elif isinstance(lv, SramLevel):
+                lines.append(f"  {lv.name}: sram ({lv.scope}), {lv.capacity_kib:g} KiB, {lv.bytes_per_cycle:g} B/cycle")
+            else:
+                lines.append(f"  {lv.name}: {lv.technology}, {lv.capacity_gib:g} GiB, "
+                             f"{lv.peak_bytes_per_s / 1e9:.4g} GB/s peak")
+        return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""Finding and loading chip files.
+
+Chips live in the repository's ``arch_configs/`` folder (override with the environment
+variable ``SIM_ARCH_DIR``).  Anything that takes a chip accepts either a name from that
+folder (``"tpu_v1"``) or a path to a YAML file; an unknown name raises
+:class:`~sim.errors.UnknownNameError` listing the shipped chips.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+
+from pydantic import BaseModel
+
+import sim
+
+from ..errors import ConfigError, ConfigProblem, SimError, UnknownNameError
+from .chip import ChipSpec
+from .loader import load_model, read_yaml, validate
+
+__all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "check_files"]
+
+#: environment variable that replaces the shipped ``arch_configs/`` folder
+ARCH_DIR_ENV = "SIM_ARCH_DIR"
+_SUFFIXES = (".yaml", ".yml")
+
+PathLike = Union[str, "os.PathLike[str]"]
+Overrides = Union[Mapping[str, Any], Sequence[str], None]
+
+
+def chips_dir() -> Path:
+    """The folder holding chip files: ``$SIM_ARCH_DIR`` or the repository's ``arch_configs/``."""
+    env = os.environ.get(ARCH_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(sim.__file__).resolve().parents[1] / "arch_configs"
+
+
+def list_chips() -> list[str]:
+    """Names (file stems) of the chips in :func:`chips_dir`, sorted."""
+    folder = chips_dir()
+    if not folder.is_dir():
+        return []
+    return sorted({p.stem for p in folder.iterdir() if p.suffix in _SUFFIXES and p.is_file()})
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith(_SUFFIXES) or "/" in text or os.sep in text or text.startswith(".")
+
+
+def resolve_chip_path(name_or_path: PathLike) -> Path:
+    """A chip name from :func:`chips_dir` or a path -> the file's path.
+
+    An existing file is returned as is; text that looks like a path (has a ``.yaml``
+    suffix or a directory separator) is returned even when missing, so that loading it
+    reports "file not found" at that path; any other unknown name raises
+    :class:`UnknownNameError` listing the available chips.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    text = os.fspath(name_or_path)
+    if _looks_like_path(text):
+        return path
+    for suffix in _SUFFIXES:
+        candidate = chips_dir() / f"{text}{suffix}"
+        if candidate.is_file():
+            return candidate
+    raise UnknownNameError("chip", text, list_chips())
+
+
+def _normalise_overrides(overrides: Overrides) -> tuple[str, ...]:
+    if not overrides:
+        return ()
+    if isinstance(overrides, Mapping):
+        return tuple(f"{k}={v}" for k, v in overrides.items())
+    if isinstance(overrides, str):
+        return (overrides,)
+    return tuple(str(o) for o in overrides)
+
+
+def load_chip(name_or_path: PathLike, overrides: Overrides = None) -> ChipSpec:
+    """Load and validate a chip; ``overrides`` are ``dotted.path=value`` edits.
+
+    ``overrides`` may be a list of ``"path=value"`` strings (as given to ``--set``) or a
+    mapping ``{"memory.levels.hbm.data_rate_gbps_per_pin": 8}``; list items are addressed
+    by index or by their ``name``.  The result records :attr:`ChipSpec.source_path` and
+    :attr:`ChipSpec.overrides`.  Raises :class:`ConfigError` for any invalid input.
+    """
+    path = resolve_chip_path(name_or_path)
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    spec = load_model(ChipSpec, path, dict(overrides) if isinstance(overrides, Mapping) else overrides)
+    return spec._set_provenance(path, _normalise_overrides(overrides))
+
+
+# --------------------------------------------------------------------------- checking files
+
+def _is_chip(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in ("cores", "memory", "clock_mhz", "noc"))
+
+
+#: config kinds that :func:`check_files` recognises: (label, recogniser, model)
+_KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], type[BaseModel]], ...] = (
+    ("chip", _is_chip, ChipSpec),
+)
+
+
+def _expand(paths: Iterable[PathLike]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        text = os.fspath(p)
+        path = Path(text).expanduser()
+        if path.is_dir():
+            found = sorted(q for q in path.iterdir() if q.suffix in _SUFFIXES and q.is_file())
+            out.extend(found or [Path(f"\0{path}: no .yaml files in this folder")])
+        elif path.exists() or _looks_like_path(text):
+            out.append(path)
+        else:
+            try:  # a chip name
+                out.append(resolve_chip_path(text))
+            except UnknownNameError as exc:
+                out.append(Path(f"\0{exc}"))  # marker: report the message as is
+    return out
+
+
+def check_files(paths: Union[PathLike, Iterable[PathLike]]) -> list[str]:
+    """Validate config files; return one formatted line per problem (empty when all fine).
+
+    ``paths`` may hold files, folders (every ``*.yaml`` inside) and chip names.  Each file
+    is recognised by its top-level keys (for now: chips).  Never raises on bad input.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    problems: list[str] = []
+    for path in _expand(paths):
+        text = str(path)
+        if text.startswith("\0"):
+            problems.append(text[1:])
+            continue
+        try:
+            doc = read_yaml(path)
+            data = doc.data
+            if not isinstance(data, dict):
+                raise ConfigError(ConfigProblem(str(path), doc.line_of(()), "",
+                                                f"expected a mapping of keys at the top level, got {type(data).__name__}"))
+            for _label, recognise, model in _KINDS:
+                if recognise(data):
+                    validate(model, doc)
+                    break
+            else:
+                raise ConfigError(ConfigProblem(
+                    str(path), doc.line_of(()), "",
+                    "not a recognised config file (a chip file has the keys schema_version, name, "
+                    "clock_mhz, cores, memory, noc)"))
+        except ConfigError as exc:
+            problems.extend(p.format() for p in exc.problems)
+        except SimError as exc:
+            problems.append(f"{path}: {exc}")
+        except Exception as exc:  # never raise: report even our own bugs as a problem line
+            problems.append(f"{path}: internal error while checking: {type(exc).__name__}: {exc}")
+    return problems
