@@ -254,14 +254,14 @@ def _array_access_bytes(prob, mapping, hist, ranges, info):
             sk = mapping.tile_k if not ek else (prob.k % mapping.tile_k or mapping.tile_k)
             kp = int(math.ceil(sk / kpc))
             sn_arr = -(-sn // n_arr)
-            acc = df.gemm_accesses(sm, kp, sn_arr, rows, cols)
+            acc = df.accesses(sm, kp, sn_arr, rows, cols)
             words_in = float(acc["sram_reads_input"]) * n_arr
             words_w = float(acc["sram_reads_weight"]) * n_arr
             words_out = float(acc["sram_writes_output"]) * n_arr
             words_ps = float(acc.get("sram_reads_psum", 0.0)) * n_arr
             rd += n_steps * (words_in * prob.layout.a * kpc + words_w * prob.layout.b * kpc + words_ps * prob.layout.psum)
             wr += n_steps * words_out * prob.layout.psum
-            rf_words = sum(float(v) for k, v in acc.items() if k.startswith("rf_")) * n_arr
+            rf_words = sum(float(v) for key, v in acc.items() if key.startswith("rf_")) * n_arr
             rf += n_steps * rf_words * max(prob.layout.a, 1.0)
     return rd, wr, rf
 

@@ -111,7 +111,7 @@ def gemm_tile_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
             nt = -(-nt // choice.count)
         else:
             mt = -(-mt // choice.count)
-    return dataflow_model.gemm_compute_cycles(mt, kp, nt, choice.rows, choice.cols)
+    return dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols)
 
 
 def vector_cycles(chip, ops) -> np.ndarray:
