@@ -174,6 +174,10 @@ class ArraySpec(_Spec):
     dataflows: Annotated[tuple[Dataflow, ...], NonEmpty] = DATAFLOWS  # type: ignore[valid-type]
     default_dataflow: Optional[Dataflow] = Field(default=None, validate_default=True)  # type: ignore[valid-type]
     register_file_bytes_per_pe: _int(0, 1 << 20) = 0
+    # True: the next fold's stationary operand is loaded while the current fold runs (the
+    # TPU's double-buffered weight FIFO; GPU tensor cores issuing MMAs back to back), so a
+    # tile pays one fill and drain, not one per fold.  False is SCALE-Sim's schedule.
+    fold_overlap: Flag = False
 
     @field_validator("dataflows")
     @classmethod
@@ -310,8 +314,18 @@ class SramLevel(_Spec):
     bytes_per_cycle: _num(gt=0, le=1e9)
     latency_cycles: _int(0, 1 << 30) = 1
     double_buffered: Flag = True
+    # tile buffers per operand for multi-stage prefetch (GPU kernels keep 3-6 stages in
+    # flight); None = 2 when double_buffered, else 1
+    pipeline_stages: Optional[_int(1, 64)] = None
     read_energy_pj_per_byte: Optional[EnergyPj] = None
     write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+    @property
+    def buffers(self) -> int:
+        """Tile buffers per operand (prefetch depth + 1)."""
+        if self.pipeline_stages is not None:
+            return self.pipeline_stages
+        return 2 if self.double_buffered else 1
 
     @model_validator(mode="after")
     def _partition_fits(self) -> "SramLevel":
@@ -571,6 +585,23 @@ class InterconnectSpec(_Spec):
         return self.link_bandwidth_gb_per_s * 1e9 * self.links_per_chip
 
 
+class MappingSpec(_Spec):
+    """Constraints on how ops are mapped, for chips whose kernels come from a library
+    (a GPU's cuBLAS/CUTLASS offers a fixed menu of tile shapes); None = free search.
+
+    ``tile_m``/``tile_n``: allowed tile sizes along m and n; ``tile_k_bytes``: the k tile
+    in bytes of the A operand (128 -> 64 bf16 or 128 fp8 elements); ``split_k``: allowed
+    split-K factors (partial sums reduced by a second pass); ``distribution``: how work is
+    spread over cores (``cyclic`` deals output tiles round-robin like thread blocks).
+    """
+
+    distribution: Literal["any", "block", "cyclic"] = "any"
+    tile_m: Optional[tuple[_int(1, 1 << 20), ...]] = None
+    tile_n: Optional[tuple[_int(1, 1 << 20), ...]] = None
+    tile_k_bytes: Optional[_int(1, 1 << 20)] = None
+    split_k: tuple[_int(1, 1024), ...] = (1,)
+
+
 class ChipSpec(_Spec):
     """A whole chip, as described by one ``arch_configs/*.yaml`` file."""
 
@@ -585,6 +616,7 @@ class ChipSpec(_Spec):
     area: Optional[AreaSpec] = None
     runtime: Optional[RuntimeSpec] = None
     interconnect: Optional[InterconnectSpec] = None
+    mapping: Optional[MappingSpec] = None
 
     _source_path: Optional[Path] = PrivateAttr(default=None)
     _overrides: tuple[str, ...] = PrivateAttr(default=())

@@ -168,18 +168,36 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
     return prob, info
 
 
+def apply_library_constraints(chip, prob: TileProblem, kind: str) -> TileProblem:
+    """Restrict the mapping to a chip's kernel-library menu (``mapping:`` in the chip file)."""
+    ms = getattr(chip, "mapping", None)
+    if ms is None:
+        return prob
+    prob.distribution = ms.distribution
+    if kind == "gemm":
+        prob.tile_menu_m = ms.tile_m
+        prob.tile_menu_n = ms.tile_n
+        if ms.tile_k_bytes:
+            prob.fixed_k = max(1, int(ms.tile_k_bytes // max(prob.layout.a, 1e-9)))
+    elif kind == "attention":
+        prob.tile_menu_m = ms.tile_m
+    return prob
+
+
 def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
     if isinstance(op, Gemm):
-        return gemm_problem(chip, op, opts)
+        prob, info = gemm_problem(chip, op, opts)
+        return apply_library_constraints(chip, prob, "gemm"), info
     if isinstance(op, Conv2d):
         prob, info = gemm_problem(chip, op.as_gemm(), opts)
         info["lowering"] = "im2col"
-        return prob, info
+        return apply_library_constraints(chip, prob, "gemm"), info
     if isinstance(op, Attention):
         if not op.fused:
             raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
                                "by the trace builder; simulate those ops instead")
-        return attention_problem(chip, op, opts, cores)
+        prob, info = attention_problem(chip, op, opts, cores)
+        return apply_library_constraints(chip, prob, "attention"), info
     if isinstance(op, VectorOp):
         return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
                               "vector")
@@ -198,7 +216,7 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
     if not srams:
         raise MappingError(f"chip '{chip.name}' has no core-scope SRAM to hold tiles")
     buf = srams[-1]
-    buffers = 2 if buf.double_buffered else 1
+    buffers = buf.buffers
     part = None
     if buf.partition is not None:
         part = (buf.partition.input_kib * 1024.0, buf.partition.weight_kib * 1024.0,
@@ -226,8 +244,23 @@ def _align(x: float) -> float:
     return float(math.ceil(x / _ALIGN) * _ALIGN)
 
 
-def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool) -> dict:
-    """Everything :func:`sim.kernels.engine.run_tiled` reads, as NumPy arrays."""
+def operand_bases(prob: TileProblem) -> tuple[float, float, float, float]:
+    """Byte addresses of A, B, C and the partial-sum scratch: disjoint, aligned regions
+    of one flat address space, in that order."""
+    a_total = prob.count * prob.m * max(1, prob.k if "k" in prob.a_dims else 1) * max(1, prob.a_fixed) * prob.layout.a
+    b_total = (1 if prob.b_shared else prob.count) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
+        1, prob.b_fixed) * max(prob.layout.b, 1e-9)
+    c_total = prob.count * prob.m * prob.n * max(1, prob.c_fixed) * prob.layout.c
+    base_b = _align(a_total)
+    base_c = base_b + _align(b_total)
+    return 0.0, base_b, base_c, base_c + _align(c_total)
+
+
+def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> dict:
+    """Everything :func:`sim.kernels.engine.run_tiled` reads, as NumPy arrays.
+
+    ``bases`` fixes the operand addresses (a shortened copy of a problem keeps the full
+    problem's layout, so DRAM bank and row behaviour is the same)."""
     cyclic = mapping.distribution == "cyclic"
     if cyclic:
         P = mapping.cores_used
@@ -250,6 +283,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool) -> dict:
     dram = chip.memory.dram
     geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
+    geo[K.G_STAGES] = chip.memory.core_srams[-1].buffers
     l2_levels = chip.memory.chip_srams
     l2_bytes = sum(s.capacity_bytes for s in l2_levels)
     desc = np.zeros((3, K.D_LEN), dtype=np.int64)
@@ -291,15 +325,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool) -> dict:
         fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)
     else:
         fp[K.F_L2_BYTES_PER_CYCLE] = 1.0
-    # operands live in disjoint, aligned regions of one flat address space
-    a_total = prob.count * prob.m * max(1, prob.k if "k" in prob.a_dims else 1) * max(1, prob.a_fixed) * prob.layout.a
-    b_total = (1 if prob.b_shared else prob.count) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
-        1, prob.b_fixed) * max(prob.layout.b, 1e-9)
-    c_total = prob.count * prob.m * prob.n * max(1, prob.c_fixed) * prob.layout.c
-    fp[K.F_BASE_A] = 0.0
-    fp[K.F_BASE_B] = _align(a_total)
-    fp[K.F_BASE_C] = fp[K.F_BASE_B] + _align(b_total)
-    fp[K.F_BASE_PSUM] = fp[K.F_BASE_C] + _align(c_total)
+    fp[K.F_BASE_A], fp[K.F_BASE_B], fp[K.F_BASE_C], fp[K.F_BASE_PSUM] = bases or operand_bases(prob)
     fp[K.F_NOC_LATENCY_CYCLES] = chip.noc.latency_cycles
     fp[K.F_DMA_ISSUE_CYCLES] = 0.0  # issue rate is bounded by the port bandwidth
     ctab = compute_table(prob, mapping, ranges if not cyclic else None)

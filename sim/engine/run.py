@@ -27,10 +27,16 @@ from ..mapper.search import Mapping, TileProblem, search
 from ..memory.dram import DramParams
 from ..results import OpResult
 from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
-from .lower import Options, kernel_arrays, lower_op, memory_budget
+from .lower import Options, kernel_arrays, lower_op, memory_budget, operand_bases
 
-#: above this many steps on the busiest core a problem is extrapolated (see module doc)
+#: a problem is extrapolated (see module doc) above this many steps on the busiest core
+#: or this many DRAM chunks; SAMPLE_ROUNDS are the two shortened copies simulated
 EXTRAPOLATE_STEPS = 60_000
+EXTRAPOLATE_CHUNKS = 120_000
+#: the larger sample is sized to about this many DRAM chunks (or steps), so its slope
+#: averages over many refresh intervals; the smaller one is a quarter of it
+SAMPLE_CHUNKS = 48_000
+MIN_SAMPLE_ROUNDS = (2, 8)
 _MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
 _MEMO_MAX = 4096
 
@@ -65,8 +71,8 @@ def _rate_class(mapping_info: dict) -> str | None:
     return mapping_info.get("rate_class")
 
 
-def _run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool) -> dict:
-    arrs = kernel_arrays(chip, prob, mapping, ideal)
+def _run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None) -> dict:
+    arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
     P = arrs["P"]
     params = DramParams.from_spec(chip.memory.dram)
     p = params.to_array()
@@ -87,50 +93,79 @@ def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
     return math.ceil(total / max(1, mapping.cores_used))
 
 
-def _shrink(prob: TileProblem, mapping: Mapping, dim: str, trips: int) -> TileProblem:
-    """A copy of ``prob`` whose ``dim`` (count, m or n) keeps ``trips`` tile rounds per
-    core slice plus the original remainder, so edge tiles stay the same."""
+def _rounds(prob: TileProblem, mapping: Mapping) -> dict[str, tuple[int, int]]:
+    """For each dim that can be shortened: (round size in elements, number of whole rounds).
+
+    A round is a slice of the problem after which every core's work pattern repeats: in
+    block mode one tile per core slice along the dim; in cyclic mode enough tiles that
+    every core gets the same number more (P instances, P rows of tiles, or P tiles).
+    """
+    P = max(1, mapping.cores_used)
+    out: dict[str, tuple[int, int]] = {}
+    if mapping.distribution == "block":
+        pc, pm, pn = mapping.partition
+        sizes = {"count": (1 * pc, prob.count),
+                 "m": (max(mapping.tile_m, prob.unit_m) * pm, prob.m),
+                 "n": (max(mapping.tile_n, prob.unit_n) * pn, prob.n)}
+        for dim, (rs, size) in sizes.items():
+            if dim == "m" and mapping.tile_m % prob.unit_m and pm > 1:
+                continue
+            if dim == "n" and mapping.tile_n % prob.unit_n and pn > 1:
+                continue
+            out[dim] = (rs, size // rs)
+        return out
+    tm = math.ceil(prob.m / mapping.tile_m)
+    if prob.count > 1:
+        out["count"] = (P, prob.count // P)
+    elif tm > 1:
+        out["m"] = (mapping.tile_m * P, prob.m // (mapping.tile_m * P))
+    else:
+        out["n"] = (mapping.tile_n * P, prob.n // (mapping.tile_n * P))
+    return out
+
+
+def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool):
+    """(dim, round size, rounds) to extrapolate along, or None to simulate in full."""
+    steps = _max_core_steps(prob, mapping)
+    chunks = 0.0 if ideal else mapping.estimated_dram_bytes / max(1, chip.memory.dram.interleave_bytes)
+    if steps <= EXTRAPOLATE_STEPS and chunks <= EXTRAPOLATE_CHUNKS:
+        return None
+    if prob.causal:
+        return None  # causal tile skipping is not periodic along m
+    best = None
+    for dim, (rs, rounds) in _rounds(prob, mapping).items():
+        if rounds >= 3 * MIN_SAMPLE_ROUNDS[1] and (best is None or rounds > best[2]):
+            best = (dim, rs, rounds)
+    if best is None:
+        return None
+    dim, rs, rounds = best
+    per_round = max(chunks, steps) / rounds
+    r2 = int(min(rounds // 3, max(MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(per_round, 1.0))))
+    r1 = max(MIN_SAMPLE_ROUNDS[0], r2 // 4)
+    return dim, rs, rounds, (r1, r2)
+
+
+def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan) -> dict:
+    """Run two shortened copies along ``plan``'s dim and extrapolate every statistic.
+
+    Each copy keeps the original remainder (edge tiles) and a number of whole rounds; cycles and counts are affine in the number of rounds once the pipeline is in
+    steady state, so the line through the two samples gives the full problem."""
+    dim, rs, rounds, (r1, r2) = plan
     size = getattr(prob, dim)
-    if dim == "count":
-        per = mapping.partition[0] if mapping.distribution == "block" else 1
-        tile = 1
-    else:
-        per = {"m": mapping.partition[1], "n": mapping.partition[2]}[dim] if mapping.distribution == "block" else 1
-        tile = {"m": mapping.tile_m, "n": mapping.tile_n}[dim]
-        if dim == "m" and mapping.distribution == "block":
-            tile = max(tile, prob.unit_m)
-        if dim == "n" and mapping.distribution == "block":
-            tile = max(tile, prob.unit_n)
-    round_size = tile * per
-    if mapping.distribution == "cyclic" and dim != "count":
-        round_size = tile
-    rem = size % round_size
-    return dataclasses.replace(prob, **{dim: trips * round_size + rem}), round_size, rem
-
-
-def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool) -> dict:
-    """Run two shortened copies along the longest loop and extrapolate every statistic."""
-    if mapping.distribution == "cyclic":
-        candidates = ["m"] if prob.m // mapping.tile_m >= 8 else ["count"]
-    else:
-        candidates = sorted(("count", "m", "n"), key=lambda d: -(getattr(prob, d) / (
-            {"count": 1, "m": mapping.tile_m, "n": mapping.tile_n}[d] * {"count": mapping.partition[0],
-                                                                           "m": mapping.partition[1],
-                                                                           "n": mapping.partition[2]}[d])))
-    dim = candidates[0]
-    p1, round_size, rem = _shrink(prob, mapping, dim, 4)
-    p2, _, _ = _shrink(prob, mapping, dim, 8)
-    full_trips = (getattr(prob, dim) - rem) / round_size
-    r1 = _run_kernel(chip, p1, mapping, ideal)
-    r2 = _run_kernel(chip, p2, mapping, ideal)
-    f = (full_trips - 4) / 4.0
-    out = dict(r2)
-    out["stats"] = r1["stats"] + (r2["stats"] - r1["stats"]) * (full_trips - 4) / 4.0
-    out["hist"] = np.round(r1["hist"] + (r2["hist"] - r1["hist"]) * f).astype(np.int64)
-    out["makespan"] = r1["makespan"] + (r2["makespan"] - r1["makespan"]) * f
-    s1, s2 = r1["dram_state"][-1], r2["dram_state"][-1]
+    rem = size - rounds * rs
+    bases = operand_bases(prob)
+    runs = [_run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal, bases)
+            for r in (r1, r2)]
+    f = (rounds - r1) / (r2 - r1)
+    a, b = runs
+    out = dict(b)
+    out["stats"] = a["stats"] + (b["stats"] - a["stats"]) * f
+    out["hist"] = np.round(a["hist"] + (b["hist"] - a["hist"]) * f).astype(np.int64)
+    out["makespan"] = a["makespan"] + (b["makespan"] - a["makespan"]) * f
+    s1 = np.nan_to_num(a["dram_state"][-1], posinf=0.0)
+    s2 = np.nan_to_num(b["dram_state"][-1], posinf=0.0)
     out["dram_stats"] = s1 + (s2 - s1) * f
-    out["extrapolated"] = {"dim": dim, "trips": full_trips, "sampled_trips": [4, 8]}
+    out["extrapolated"] = {"dim": dim, "rounds": rounds, "round_size": rs, "sampled_rounds": [r1, r2]}
     return out
 
 
@@ -139,15 +174,87 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     cores = chip.cores.count
     prob, info = lower_op(chip, op, options, cores)
     budget = memory_budget(chip, ideal and not prob.causal)
-    mapping = search(prob, cores, budget)
+    split = 1
+    if info.get("kind") == "gemm" and not ideal:
+        prob, mapping, split = _choose_split_k(chip, prob, cores, budget)
+    else:
+        mapping = search(prob, cores, budget)
+    info = dict(info, split_k=split)
     mapping = dataclasses.replace(mapping, compute=info)
-    if _max_core_steps(prob, mapping) > EXTRAPOLATE_STEPS:
-        run = _extrapolated_run(chip, prob, mapping, ideal)
+    plan = _extrapolation_plan(chip, prob, mapping, ideal)
+    if plan is not None:
+        run = _extrapolated_run(chip, prob, mapping, ideal, plan)
     else:
         run = _run_kernel(chip, prob, mapping, ideal)
         run["dram_stats"] = run["dram_state"][-1]
         run["extrapolated"] = None
-    return _result(chip, op, prob, mapping, info, run, ideal)
+    res = _result(chip, op, prob, mapping, info, run, ideal)
+    if split > 1:
+        res = _merge(res, simulate_op(chip, _split_k_reduction(op, split), Options(memory=options.memory)))
+    return res
+
+
+def _split_k_reduction(op, split: int) -> VectorOp:
+    """The second pass of a split-K GEMM: sum ``split`` fp32 partial outputs."""
+    from ..dtypes import get_format
+
+    n_out = op.m * op.n * op.count
+    out_bytes = get_format(op.c_dtype).bytes_for(op.m * op.n) * op.count
+    return VectorOp(f"{op.name}.split_k_reduce", "split_k_reduce", n_out, float(split),
+                    read_bytes=split * n_out * 4, write_bytes=out_bytes)
+
+
+def _choose_split_k(chip, prob: TileProblem, cores: int, budget):
+    """Pick a split-K factor from the chip's menu: S slices of k run as S x more
+    instances writing fp32 partial sums, then a reduction pass sums them.  Chosen by the
+    mapper's estimate, the reduction's traffic included."""
+    ms = getattr(chip, "mapping", None)
+    menu = tuple(ms.split_k) if ms is not None else (1,)
+    best = None
+    for S in sorted(set(menu)):
+        if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)):
+            continue
+        if S == 1:
+            p = prob
+        else:
+            p = dataclasses.replace(prob, count=prob.count * S, k=-(-prob.k // S),
+                                    layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
+        try:
+            m = search(p, cores, budget)
+        except MappingError:
+            continue
+        est = m.estimated_cycles
+        if S > 1:
+            out_el = prob.count * prob.m * prob.n
+            est += (S * out_el * 4 + out_el * prob.layout.c) / (budget.dram_bytes_per_cycle * 0.9)
+            if chip.runtime is not None:
+                est += chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9
+        if best is None or est < best[0]:
+            best = (est, p, m, S)
+    if best is None:
+        m = search(prob, cores, budget)  # raises the MappingError with its message
+        return prob, m, 1
+    return best[1], best[2], best[3]
+
+
+def _merge(a: OpResult, b: OpResult) -> OpResult:
+    """One result for an op run as two kernels back to back (``b`` after ``a``)."""
+    seconds = a.seconds + b.seconds
+    cycles = a.cycles + b.cycles
+    energy = {k: a.energy_breakdown_pj.get(k, 0.0) + b.energy_breakdown_pj.get(k, 0.0)
+              for k in set(a.energy_breakdown_pj) | set(b.energy_breakdown_pj)}
+    dram = a.dram_bytes + b.dram_bytes
+    details = dict(a.details, second_kernel=b.to_dict())
+    return dataclasses.replace(
+        a, cycles=cycles, compute_cycles=a.compute_cycles + b.compute_cycles,
+        stall_cycles=a.stall_cycles + b.stall_cycles, seconds=seconds,
+        dram_read_bytes=a.dram_read_bytes + b.dram_read_bytes, dram_write_bytes=a.dram_write_bytes + b.dram_write_bytes,
+        l2_hit_bytes=a.l2_hit_bytes + b.l2_hit_bytes, sram_read_bytes=a.sram_read_bytes + b.sram_read_bytes,
+        sram_write_bytes=a.sram_write_bytes + b.sram_write_bytes, energy_pj=a.energy_pj + b.energy_pj,
+        energy_breakdown_pj=energy, roofline_cycles=max(a.roofline_cycles, a.roofline_cycles + b.roofline_cycles),
+        utilization=a.utilization * a.cycles / cycles if cycles else 0.0,
+        arithmetic_intensity=a.flops / dram if dram else a.arithmetic_intensity,
+        achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
 def _result(chip, op, prob: TileProblem, mapping: Mapping, info: dict, run: dict, ideal: bool) -> OpResult:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dram import dram_access, dram_chunk_bytes
+from .dram import _slots_fill, _slots_wait, dram_access, dram_chunk_bytes
 from .jit import kernel
 
 # ---- geometry (int64) ------------------------------------------------------------------
@@ -55,7 +55,7 @@ G_L2_SETS = 16      # 0: no chip-level cache
 G_L2_WAYS = 17
 G_OUTSTANDING = 18  # outstanding DRAM requests per core
 G_GRAN = 19         # DRAM access granularity, bytes
-G_SEGS_MAX = 20     # unused, reserved
+G_STAGES = 20       # tile buffers per operand (2 = double buffering)
 G_LEN = 21
 
 # ---- operand descriptors (int64 [3, D_LEN]) : rows 0 = A, 1 = B, 2 = C -------------------
@@ -108,6 +108,7 @@ S_LEN = 17
 _XF_LEN = 9  # per transfer: base, rows, row_stride, seg_off, seg_len, is_write, key, operand, row_step
 
 _WQ = 64    # write-queue ring per core
+_MAX_STAGES = 16
 
 
 @kernel
@@ -334,7 +335,15 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     prev_valid = np.zeros(P, np.int64)
     prev_last_k = np.zeros(P, np.int64)
     comp_end = np.zeros(P)                   # compute end of the last computed step
-    comp_end_hist = np.zeros((P, 3))         # slot-free time per operand: end of step before current version
+    # buffer reuse: version v of an operand may only be loaded once version v - stages
+    # has been released (its last step finished); releases kept in a small ring
+    stages = geo[G_STAGES]
+    if stages < 1:
+        stages = 1
+    if stages > _MAX_STAGES:
+        stages = _MAX_STAGES
+    rel_ring = np.zeros((P, 3, _MAX_STAGES))
+    n_versions = np.zeros((P, 3), np.int64)
     load_ready = np.zeros(P)                 # loads of the current step may not start before this
     load_done = np.zeros(P)
     xf = np.zeros((P, 3, _XF_LEN), np.int64)  # up to 3 read transfers per step
@@ -345,8 +354,11 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     xdone = np.zeros(P)                      # completion of the transfer being issued
     xl2e = np.full(P, -1, np.int64)          # cache entry being filled by this transfer
     dma_t = np.zeros(P)                      # DMA engine's next free issue time
-    ring = np.zeros((P, qn))
-    ring_pos = np.zeros(P, np.int64)
+    # outstanding DRAM requests per core: a slot frees when any of its requests completes
+    # (a count limit; retiring in issue order would let one request caught behind a
+    # refresh stall the whole window)
+    slots = np.zeros((P, qn))
+    slots_meta = np.zeros((P, 2), np.int64)
     port_free = np.zeros(P)
     blocked = np.zeros(P, np.int64)          # waiting for an in-flight cache fill
     active = np.zeros(P, np.int64)           # read side has work
@@ -442,10 +454,15 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                     base = fp[F_BASE_A] if op == 0 else fp[F_BASE_B]
                     _make_transfer(geo, desc, fp, op, inst, start_cur[c], ext_cur[c], bpe, base, 0, xf[c, nx])
                     xf[c, nx, 8] = 0
-                    # double buffer: the new version overwrites the slot of the one before current
-                    if comp_end_hist[c, op] > ready:
-                        ready = comp_end_hist[c, op]
-                    comp_end_hist[c, op] = comp_end[c] if not first_step else 0.0
+                    v = n_versions[c, op]
+                    if v >= 1:
+                        # the version in use until now is released when its last step ends
+                        rel_ring[c, op, (v - 1) % _MAX_STAGES] = comp_end[c]
+                    if v >= stages:
+                        rt = rel_ring[c, op, (v - stages) % _MAX_STAGES]
+                        if rt > ready:
+                            ready = rt
+                    n_versions[c, op] = v + 1
                     if op == 0:
                         stats[c, S_LOADS_A] += 1
                     else:
@@ -520,21 +537,15 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                     done = t_issue
                 else:
                     nb = dram_chunk_bytes(dram_p, addr, remaining)
-                    nreq = _ceil_div(nb, gran)
-                    # outstanding-request limit
-                    for q in range(nreq):
-                        rq = ring[c, (ring_pos[c] + q) % qn]
-                        if rq > t_issue:
-                            t_issue = rq
+                    nreq = min(_ceil_div(nb, gran), qn)
+                    t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
                     noc_start = max(noc_free, t_issue)
                     noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
                     pstart = max(port_free[c], t_issue)
                     port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
                     d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, 1)
                     done = max(d_ns / cycle_ns, noc_free, port_free[c])
-                    for q in range(nreq):
-                        ring[c, ring_pos[c]] = done
-                        ring_pos[c] = (ring_pos[c] + 1) % qn
+                    _slots_fill(slots, slots_meta, c, nreq, qn, False, done)
                     dma_t[c] = t_issue + issue_gap
                 stats[c, S_DRAM_WRITE] += nb
                 stats[c, S_BYTES_C_WRITE] += nb
@@ -638,20 +649,15 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                         done = t_issue
                     else:
                         nb = dram_chunk_bytes(dram_p, addr, remaining)
-                        nreq = _ceil_div(nb, gran)
-                        for q in range(nreq):
-                            rq = ring[c, (ring_pos[c] + q) % qn]
-                            if rq > t_issue:
-                                t_issue = rq
+                        nreq = min(_ceil_div(nb, gran), qn)
+                        t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
                         noc_start = max(noc_free, t_issue)
                         noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
                         pstart = max(port_free[c], t_issue)
                         port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
                         d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, 0)
                         done = max(d_ns / cycle_ns + fp[F_NOC_LATENCY_CYCLES], noc_free, port_free[c])
-                        for q in range(nreq):
-                            ring[c, ring_pos[c]] = done
-                            ring_pos[c] = (ring_pos[c] + 1) % qn
+                        _slots_fill(slots, slots_meta, c, nreq, qn, False, done)
                         dma_t[c] = t_issue + issue_gap
                     stats[c, S_DRAM_READ] += nb
                     if op == 0:

@@ -29,6 +29,7 @@ class ArrayChoice:
     macs_per_pe_per_cycle: float
     sparse_2_4: bool             # 2:4 units used for this op
     dataflow: str
+    fold_overlap: bool = False   # next fold's stationary operand loads during the current fold
 
     @property
     def k_per_pe_cycle(self) -> float:
@@ -69,7 +70,8 @@ def choose_array(chip, rate_class: str, sparse_2_4: bool = False, dataflow: str 
         if df not in arr.dataflows:
             continue
         sp = bool(sparse_2_4 and arr.sparsity_2_4)
-        cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df)
+        cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df,
+                           bool(getattr(arr, "fold_overlap", False)))
         if best is None or cand.peak_macs_per_cycle_per_core() > best.peak_macs_per_cycle_per_core():
             best = cand
     if best is None:
@@ -111,7 +113,29 @@ def gemm_tile_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
             nt = -(-nt // choice.count)
         else:
             mt = -(-mt // choice.count)
-    return dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols)
+    if not choice.fold_overlap:
+        return dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols)
+    return overlapped_cycles(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
+
+
+def overlapped_cycles(dataflow_model, m, k, n, rows, cols):
+    """Cycles when folds overlap: while one fold streams, the next fold's stationary
+    operand is loaded, so the tile pays the first load and the last fill/drain once and
+    every fold costs max(its stream, the next load).
+
+    From SCALE-Sim's per-fold schedule ``load + stream + fill/drain`` (WS/IS: load R,
+    stream T, fill/drain R + C - 2; OS: no load, stream T (k), fill/drain R + C - 2; RS:
+    load R·L, stream L·T)."""
+    rep = dataflow_model.fold_report(m, k, n, rows, cols)
+    L = np.asarray(rep.row_length)
+    stream = np.asarray(rep.T) * L
+    stationary = dataflow_model.spec.stationary_operand
+    R = np.asarray(rows)
+    load = np.zeros_like(stream) if stationary == "output" else R * L
+    cpf = np.asarray(rep.cycles_per_fold)
+    fill_drain = cpf - stream - load
+    folds = np.asarray(rep.folds)
+    return folds * np.maximum(stream, load) + load + fill_drain
 
 
 def vector_cycles(chip, ops) -> np.ndarray:

@@ -77,6 +77,10 @@ class TileProblem:
     unit_k: int = 1
     fixed_tiles: tuple[int, int, int] | None = None   # force (mt, nt, kt)
     fixed_order: str | None = None
+    tile_menu_m: tuple[int, ...] | None = None   # allowed tile sizes (a kernel library's menu)
+    tile_menu_n: tuple[int, ...] | None = None
+    fixed_k: int | None = None                   # the k tile, when the library fixes it
+    distribution: str = "any"                    # any | block | cyclic
     macs: int = 0
     flops: float = 0.0
 
@@ -274,9 +278,9 @@ def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool 
         return _ideal_mapping(prob, cores, mem)
     best = None
     evaluated = 0
-    m_c = tile_candidates(prob.m, prob.unit_m)
-    n_c = tile_candidates(prob.n, prob.unit_n)
-    k_c = tile_candidates(prob.k, prob.unit_k)
+    m_c = _menu(prob.m, prob.tile_menu_m) if prob.tile_menu_m else tile_candidates(prob.m, prob.unit_m)
+    n_c = _menu(prob.n, prob.tile_menu_n) if prob.tile_menu_n else tile_candidates(prob.n, prob.unit_n)
+    k_c = [min(prob.k, prob.fixed_k)] if prob.fixed_k else tile_candidates(prob.k, prob.unit_k)
     if prob.fixed_tiles is not None:
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
@@ -298,8 +302,11 @@ def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool 
     orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
     dram_bw = mem.dram_bytes_per_cycle * _RANK_DRAM_EFFICIENCY
 
+    if prob.distribution == "cyclic":
+        allow_cyclic = True
+
     # ---- block distributions
-    parts = partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
+    parts = [] if prob.distribution == "cyclic" else partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
     for part in parts:
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
         # the busiest core bounds the time; all cores' traffic shares the DRAM
@@ -346,7 +353,7 @@ def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool 
                 best = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges))
 
     # ---- cyclic distribution (k innermost, output tiles dealt round-robin)
-    if allow_cyclic and cores > 1:
+    if allow_cyclic and prob.distribution != "block" and (cores > 1 or best is None):
         tiles_out = prob.count * np.ceil(prob.m / MT) * np.ceil(prob.n / NT)
         waves = np.ceil(tiles_out / cores)
         per_tile = np.zeros(len(MT))
@@ -385,6 +392,12 @@ def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool 
 #: candidates whose estimate is within this factor of the best count as equally fast, and
 #: the one moving the fewest DRAM bytes wins (the estimate is a bound, traffic is exact)
 _RANK_TIE = 1.03
+
+
+def _menu(size: int, menu: tuple[int, ...]) -> list[int]:
+    """Tile sizes from a library's menu; sizes above the dim collapse to the dim (one
+    tile, padded by the array's folds as the hardware pads it)."""
+    return sorted({min(size, t) for t in menu})
 
 
 def _pick(est, traffic, volume) -> int:
