@@ -567,7 +567,13 @@ class AreaSpec(_Spec):
 
 
 class RuntimeSpec(_Spec):
-    op_launch_overhead_ns: _num(ge=0, le=1e9) = 0.0  # fixed cost per op / kernel launch
+    """Fixed software/launch costs.  ``op_launch_overhead_ns`` is added to every op (one
+    kernel launch each, back to back on the device); ``event_timing_overhead_ns`` is what
+    an event-timed measurement adds once around a timed region (the event pair and the
+    first launch), used by ``sim validate`` to compare with such measurements."""
+
+    op_launch_overhead_ns: _num(ge=0, le=1e9) = 0.0
+    event_timing_overhead_ns: _num(ge=0, le=1e9) = 0.0
 
 
 class InterconnectSpec(_Spec):

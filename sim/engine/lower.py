@@ -45,6 +45,7 @@ class Options:
     memory: str = "modeled"
     array: str | None = None
     row_length: int | None = None
+    tiles: tuple[int, int, int] | None = None   # force (m, n, k) tiles (a library's only kernel)
 
     def __post_init__(self) -> None:
         if self.memory not in ("modeled", "ideal"):
@@ -160,10 +161,9 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
         return vector_cycles(chip, np.asarray(mt, dtype=np.float64) * width * lane_ops_per_element)
 
     prob = TileProblem(name=name, count=1, m=rows, n=1, k=1, layout=layout, cycles_fn=cycles_fn,
-                       a_dims=("m",), b_dims=(), c_dims=("m",), a_fixed=width, c_fixed=width,
-                       reduction=False, has_b=False, unit_m=8, fixed_order="mnk")
-    if read_bytes == 0:
-        prob.a_dims, prob.a_fixed = (), 0
+                       a_dims=("m",) if read_bytes else (), b_dims=(), c_dims=("m",) if write_bytes else (),
+                       a_fixed=width if read_bytes else 0, c_fixed=width if write_bytes else 0,
+                       reduction=False, has_b=False, unit_m=1, fixed_order="mnk")
     info = {"kind": kind, "row_elements": width, "rows": rows}
     return prob, info
 
@@ -187,7 +187,10 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str) -> TileProblem
 def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
     if isinstance(op, Gemm):
         prob, info = gemm_problem(chip, op, opts)
-        return apply_library_constraints(chip, prob, "gemm"), info
+        prob = apply_library_constraints(chip, prob, "gemm")
+        if opts.tiles is not None:
+            prob.fixed_tiles = tuple(min(t, d) for t, d in zip(opts.tiles, (prob.m, prob.n, prob.k)))
+        return prob, info
     if isinstance(op, Conv2d):
         prob, info = gemm_problem(chip, op.as_gemm(), opts)
         info["lowering"] = "im2col"
@@ -283,6 +286,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     dram = chip.memory.dram
     geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
+    geo[K.G_INTERLEAVE] = dram.interleave_bytes
     geo[K.G_STAGES] = chip.memory.core_srams[-1].buffers
     l2_levels = chip.memory.chip_srams
     l2_bytes = sum(s.capacity_bytes for s in l2_levels)
@@ -308,9 +312,12 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
         for dd in dims:
             n_el *= ext[dd]
         max_tile = max(max_tile, n_el * getattr(prob.layout, which))
-    if l2_bytes > 0 and not ideal:
+    cacheable = bool(desc[0, K.D_PRESENT] or desc[1, K.D_PRESENT])
+    if l2_bytes > 0 and not ideal and cacheable:
         ways = 16
-        entries = max(ways, int(l2_bytes // max_tile))
+        # the cache holds whole tiles; sized by the largest tile (at least 4 KiB), and
+        # never more than 2^20 entries
+        entries = max(ways, min(1 << 20, int(l2_bytes // max(max_tile, 4096.0))))
         geo[K.G_L2_SETS] = max(1, entries // ways)
         geo[K.G_L2_WAYS] = ways
     fp = np.zeros(K.F_LEN, dtype=np.float64)

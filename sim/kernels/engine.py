@@ -56,7 +56,8 @@ G_L2_WAYS = 17
 G_OUTSTANDING = 18  # outstanding DRAM requests per core
 G_GRAN = 19         # DRAM access granularity, bytes
 G_STAGES = 20       # tile buffers per operand (2 = double buffering)
-G_LEN = 21
+G_INTERLEAVE = 21    # DRAM interleave bytes: the largest chunk
+G_LEN = 22
 
 # ---- operand descriptors (int64 [3, D_LEN]) : rows 0 = A, 1 = B, 2 = C -------------------
 D_PRESENT = 0
@@ -316,7 +317,9 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     ideal = geo[G_IDEAL] == 1
     cycle_ns = fp[F_CYCLE_NS]
     gran = geo[G_GRAN]
-    qn = geo[G_OUTSTANDING]
+    # outstanding-request window in chunk units (a chunk is at most one interleave block;
+    # counting whole chunks keeps the window's bytes and costs one heap operation each)
+    qn = (geo[G_OUTSTANDING] * gran) // max(geo[G_INTERLEAVE], gran)
     if qn < 1:
         qn = 1
     issue_gap = fp[F_DMA_ISSUE_CYCLES]
@@ -537,7 +540,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                     done = t_issue
                 else:
                     nb = dram_chunk_bytes(dram_p, addr, remaining)
-                    nreq = min(_ceil_div(nb, gran), qn)
+                    nreq = 1
                     t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
                     noc_start = max(noc_free, t_issue)
                     noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
@@ -649,7 +652,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                         done = t_issue
                     else:
                         nb = dram_chunk_bytes(dram_p, addr, remaining)
-                        nreq = min(_ceil_div(nb, gran), qn)
+                        nreq = 1
                         t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
                         noc_start = max(noc_free, t_issue)
                         noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
