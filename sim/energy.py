@@ -6,7 +6,8 @@ Defaults come from published tables; a chip's ``energy:``/``area:`` block and pe
 * Arithmetic and SRAM, 45 nm, 0.9 V: M. Horowitz, "Computing's energy problem (and what
   we can do about it)", ISSCC 2014, Fig. 1.1.9: 8-bit int add 0.03 pJ, mult 0.2 pJ;
   32-bit int add 0.1 pJ, mult 3.1 pJ; fp16 add 0.4 pJ, mult 1.1 pJ; fp32 add 0.9 pJ,
-  mult 3.7 pJ; SRAM read of 64 bits: 10 pJ (8 KB), 20 pJ (32 KB), 100 pJ (1 MB).
+  mult 3.7 pJ; SRAM read of 64 bits: 10 pJ (8 KB), 20 pJ (32 KB), 100 pJ (1 MB); larger
+  SRAMs are 1 MB banks plus the wire to reach them (:func:`sram_pj_per_byte`).
   A MAC = one multiply + one add into a wide accumulator.  Formats Horowitz does not
   list (fp8, fp4, int4, bf16) scale the multiplier by the square of the significand
   width (array multiplier area and energy grow quadratically: Horowitz, same talk) and
@@ -24,11 +25,18 @@ Defaults come from published tables; a chip's ``energy:``/``area:`` block and pe
   ``technology_node_nm`` (a first-order fit of Stillmaker & Baas, "Scaling equations for
   the accurate prediction of CMOS device performance from 180 nm to 7 nm", Integration
   2017, for dynamic energy at nominal voltage); chips that state their own numbers are
-  not scaled.
+  not scaled.  Areas scale with the square of the node.
+
+Reports (the second half of this module) take results and the chip and give energy per op
+(:func:`op_energy_table`), per token and per design point (:func:`design_point_metrics`:
+power, tokens/s per W, tokens/s per mm², energy per token by memory level), the split of
+an LLM run's energy by memory level and unit (:func:`llm_energy_components_j`) and the
+area of a design point (:func:`area_report`).
 """
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 REFERENCE_NODE_NM = 45.0
 
@@ -64,14 +72,32 @@ def node_scale(chip) -> float:
     return (node / REFERENCE_NODE_NM) if node else 1.0
 
 
+#: the largest SRAM Horowitz lists (1 MB); larger SRAMs are modelled as banks of this size
+SRAM_BANK_BYTES = 1024 * 1024
+#: on-chip wire energy at 45 nm, pJ per bit per mm (Dally, IEEE Micro 2011; see docstring)
+WIRE_PJ_PER_BIT_MM = 0.1
+
+
 def sram_pj_per_byte(capacity_bytes: float) -> float:
-    """Horowitz's three SRAM points (8 KB, 32 KB, 1 MB per 64-bit read), log-log interpolated."""
+    """Energy per byte read from an SRAM array (bank) of ``capacity_bytes``, 45 nm.
+
+    Up to 1 MB: Horowitz's three points (8 KB, 32 KB, 1 MB per 64-bit read), log-log
+    interpolated (square-root scaling below 8 KB).  Beyond 1 MB a memory is not one array:
+    it is built of 1 MB banks, and an access pays one bank's read plus the wire from the edge
+    of the memory to the bank - on average half the side of the extra area (at
+    ``DEFAULT_SRAM_MM2_PER_MIB``), at 0.1 pJ/bit/mm.  A 128 MiB buffer thus costs ~18 pJ/B,
+    between a 1 MB array (12.5 pJ/B) and HBM (31 pJ/B), where extrapolating Horowitz's
+    square-root trend would give 141 pJ/B - more than DRAM.
+    """
     pts = [(8 * 1024, 10.0), (32 * 1024, 20.0), (1024 * 1024, 100.0)]
     c = max(1.0, capacity_bytes)
     if c <= pts[0][0]:
         e = pts[0][1] * math.sqrt(c / pts[0][0])
     elif c >= pts[-1][0]:
-        e = pts[-1][1] * math.sqrt(c / pts[-1][0])
+        side = math.sqrt(c / 2**20 * DEFAULT_SRAM_MM2_PER_MIB)
+        side1 = math.sqrt(SRAM_BANK_BYTES / 2**20 * DEFAULT_SRAM_MM2_PER_MIB)
+        wire_mm = 0.5 * (side - side1)
+        return pts[-1][1] / 8.0 + wire_mm * WIRE_PJ_PER_BIT_MM * 8.0
     else:
         for (c0, e0), (c1, e1) in zip(pts, pts[1:]):
             if c0 <= c <= c1:
@@ -146,3 +172,167 @@ def chip_area_mm2(chip) -> dict:
     other = area.other_mm2 if area is not None else 0.0
     return {"mac_mm2": macs, "sram_mm2": mib * per_mib, "other_mm2": other,
             "total_mm2": macs + mib * per_mib + other}
+
+
+# --------------------------------------------------------------------------- reports
+#
+# Energy and area reported per op, per token and per design point.  These functions take
+# results (plain dicts from :func:`sim.inference.run_llm`, :class:`~sim.results.OpResult`)
+# and the chip; the only simulation they trigger is re-reading memoised op results.
+
+#: components of an op's energy other than memory levels
+NON_LEVEL_COMPONENTS = ("mac", "vector", "noc", "static")
+
+
+def area_report(chip) -> dict:
+    """Area of a design point in mm² (MACs, SRAM, other, total) plus what it is built of:
+    PEs, on-chip SRAM (MiB) and the per-unit areas used (µm² per MAC, mm² per MiB)."""
+    a = chip_area_mm2(chip)
+    pes = sum(arr.rows * arr.cols * arr.count for arr in chip.cores.arrays) * chip.cores.count
+    sram_mib = (sum(lvl.capacity_bytes for lvl in chip.memory.core_srams) * chip.cores.count
+                + sum(lvl.capacity_bytes for lvl in chip.memory.chip_srams)) / 2**20
+    return {"area_mm2": a["total_mm2"], "mac_area_mm2": a["mac_mm2"], "sram_area_mm2": a["sram_mm2"],
+            "other_area_mm2": a["other_mm2"], "pes": float(pes), "sram_mib": sram_mib,
+            "sram_mm2_per_mib": a["sram_mm2"] / sram_mib if sram_mib else float("nan"),
+            "mac_um2_per_pe": a["mac_mm2"] * 1e6 / pes if pes else float("nan")}
+
+
+def op_energy_components_pj(results: Iterable) -> dict:
+    """Sum of ``energy_breakdown_pj`` over op results (times their ``repeat``), without 'total'."""
+    out: dict[str, float] = {}
+    for r in results:
+        bd = r.energy_breakdown_pj if hasattr(r, "energy_breakdown_pj") else r.get("energy_breakdown_pj", {})
+        rep = getattr(r, "repeat", None) if not isinstance(r, dict) else r.get("repeat", 1)
+        rep = rep or 1
+        for k, v in bd.items():
+            if k == "total":
+                continue
+            out[k] = out.get(k, 0.0) + float(v) * rep
+    return out
+
+
+def _llm_traces(model, phase: str, batch: int, prompt_len: int, context_len, new_tokens: int, draft_tokens: int,
+                precision, parallel, attention: str):
+    """(trace, weight) pairs whose weighted op energies split an LLM run's energy."""
+    from .workload.llm import Iteration, Sequence, build_iteration
+
+    kw = dict(precision=precision, attention=attention, parallel=parallel)
+    past = int(context_len) if context_len is not None else 0
+    if phase == "prefill":
+        return [(build_iteration(model, Iteration(tuple([Sequence(prompt_len, past)] * batch)), **kw), 1.0)]
+    if phase == "decode":
+        ctx = int(context_len) if context_len is not None else prompt_len
+        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
+        return [(build_iteration(model, Iteration(tuple([seq] * batch)), **kw), 1.0)]
+    start = past + prompt_len
+    pre = build_iteration(model, Iteration(tuple([Sequence(prompt_len, past)] * batch)), **kw)
+    mid = build_iteration(model, Iteration(tuple([Sequence(1, start + new_tokens // 2)] * batch)), **kw)
+    return [(pre, 1.0), (mid, float(new_tokens))]
+
+
+def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate", batch: int = 1,
+                            prompt_len: int = 2048, context_len=None, new_tokens: int = 128,
+                            draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
+                            sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+                            attention: str = "fused", options=None, **_ignored) -> dict:
+    """Energy of an LLM run split by component - each memory level by name (registers,
+    SRAMs, DRAM), ``mac``, ``vector``, ``noc``, ``static`` - in joules, summing to the
+    run's ``energy_j``.
+
+    ``result`` is :func:`sim.inference.run_llm`'s output for the same arguments.  When its
+    op rows carry ``energy_breakdown_pj`` they are summed directly; otherwise the run's ops
+    are rebuilt and their (memoised) results read back.  For ``generate`` the split is
+    that of the prefill plus the middle decode step times ``new_tokens`` (the total is
+    exact; the split between components is that approximation).
+    """
+    total_j = float(result.get("energy_j", 0.0))
+    ops = result.get("ops") or []
+    comps: dict[str, float] = {}
+    if phase != "generate" and ops and all("energy_breakdown_pj" in o for o in ops):
+        comps = op_energy_components_pj(ops)
+    else:
+        from .engine.lower import Options
+        from .engine.run import simulate_op
+        from .workload.llm import Parallelism, Precision
+        from .workload.models import load_model_spec
+
+        spec = load_model_spec(model) if isinstance(model, str) else model
+        precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
+        parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel)
+        options = options or Options()
+        for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
+                                         precision, parallel, attention):
+            for t in trace:
+                r = simulate_op(chip, t.op, options)
+                for k, v in r.energy_breakdown_pj.items():
+                    if k != "total":
+                        comps[k] = comps.get(k, 0.0) + float(v) * t.repeat * weight
+    s = sum(comps.values())
+    if s <= 0:
+        return {k: 0.0 for k in comps}
+    return {k: v / s * total_j for k, v in comps.items()}
+
+
+def op_energy_table(result: dict):
+    """Per-op energy of an LLM run: one row per distinct op (summed over layers) with its
+    energy per iteration (J), per generated token (J) and share, largest first."""
+    import pandas as pd
+
+    df = pd.DataFrame(result.get("ops") or [])
+    if df.empty:
+        return df
+    df = df.assign(energy_j=df["energy_pj"] * df["repeat"] * 1e-12)
+    g = df.groupby(["op", "kind"], as_index=False, sort=False)[["energy_j", "total_seconds"]].sum()
+    tokens = tokens_of(result)
+    g["energy_per_token_j"] = g["energy_j"] / tokens if tokens else float("nan")
+    tot = g["energy_j"].sum()
+    g["energy_share"] = g["energy_j"] / tot if tot else 0.0
+    return g.sort_values("energy_j", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def tokens_of(result: dict) -> float:
+    """Tokens produced (or, for a prefill, processed) by an LLM run."""
+    e, ept = result.get("energy_j"), result.get("energy_per_token_j")
+    if e and ept:
+        return float(e) / float(ept)
+    s, tps = result.get("seconds"), result.get("tokens_per_s")
+    return float(s) * float(tps) if s and tps else 0.0
+
+
+def design_point_metrics(chip, result: dict, components_j: dict | None = None) -> dict:
+    """Energy and area of one design point from an LLM run's result: power (W), tokens/s
+    per W, tokens/s per mm², area, achieved TFLOP/s and (given ``components_j``) energy per
+    token by component (``energy_per_token_j.<component>``) and per iteration
+    (``energy_j.<component>``)."""
+    out = area_report(chip)
+    seconds = float(result.get("seconds") or 0.0)
+    energy = float(result.get("energy_j") or 0.0)
+    tps = float(result.get("tokens_per_s") or 0.0)
+    power = energy / seconds if seconds > 0 else float("nan")
+    out["power_w"] = power
+    out["tokens_per_j"] = tps / power if power and power == power and power > 0 else float("nan")
+    out["tokens_per_s_per_w"] = out["tokens_per_j"]
+    out["tokens_per_s_per_mm2"] = tps / out["area_mm2"] if out["area_mm2"] > 0 else float("nan")
+    out["dram_gb_per_s"] = chip.memory.dram.peak_bytes_per_s / 1e9
+    if components_j:
+        tokens = tokens_of(result)
+        for k, v in components_j.items():
+            out[f"energy_j.{k}"] = v
+            out[f"energy_per_token_j.{k}"] = v / tokens if tokens else float("nan")
+    return out
+
+
+def op_design_metrics(chip, r) -> dict:
+    """Energy and area of one design point from a single op result (a GEMM sweep)."""
+    out = area_report(chip)
+    e = r.energy_pj * 1e-12
+    out["power_w"] = e / r.seconds if r.seconds > 0 else float("nan")
+    tflops = r.flops / r.seconds / 1e12 if r.seconds > 0 else float("nan")
+    out["tflops"] = tflops
+    out["tflops_per_w"] = tflops / out["power_w"] if out["power_w"] and out["power_w"] > 0 else float("nan")
+    out["tflops_per_mm2"] = tflops / out["area_mm2"] if out["area_mm2"] > 0 else float("nan")
+    out["dram_gb_per_s"] = chip.memory.dram.peak_bytes_per_s / 1e9
+    for k, v in r.energy_breakdown_pj.items():
+        if k != "total":
+            out[f"energy_j.{k}"] = v * 1e-12
+    return out

@@ -1,0 +1,95 @@
+"""``sim sweep SPEC.yaml``: the command-line front end of :func:`sim.sweep.sweep`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = ["add_sweep_parser", "cmd_sweep"]
+
+
+def add_sweep_parser(sub, func) -> None:
+    s = sub.add_parser(
+        "sweep", help="design-space sweep from a YAML spec: resumable, local processes or Dask",
+        description="Run every point of a sweep spec (a base chip, workloads, parameters to vary, metrics to "
+                    "keep) and write one row per point to OUT/results.csv and OUT/results.parquet.  Finished "
+                    "points are stored in OUT as they complete; re-running the same command skips them (a "
+                    "killed sweep resumes where it stopped).  See docs/sweeps.md.")
+    s.add_argument("spec", help="sweep spec YAML (see sweeps/*.yaml)")
+    s.add_argument("--out", default=None, metavar="DIR",
+                   help="results store folder (default: reports/sweeps/NAME); reused points are skipped")
+    s.add_argument("-j", "--jobs", type=int, default=None,
+                   help="local worker processes, or LocalCluster workers (default: all cores)")
+    s.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT|local",
+                   help="run on a Dask cluster (address of its scheduler) or on a Dask LocalCluster ('local')")
+    s.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for a Dask scheduler (default 5)")
+    s.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE",
+                   help="override a value of the base chip for every point (repeatable)")
+    s.add_argument("--csv", default=None, metavar="FILE", help="also export the table to this CSV file")
+    s.add_argument("--retry-errors", action="store_true", help="re-simulate stored points that failed")
+    s.add_argument("--dry-run", action="store_true", help="list the points and check them; simulate nothing")
+    s.add_argument("--top", type=int, default=12, help="rows of the summary table (default 12)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    s.set_defaults(func=func)
+
+
+def _summary_table(df, top: int):
+    """The Pareto front of the first throughput metric against area (or the first rows)."""
+    from .analysis import pareto_front
+
+    ok = df[df["error"].isna()]
+    params = list(df.attrs.get("parameters", []))
+    metrics = list(df.attrs.get("metrics", []))
+    y = next((m for m in ("tokens_per_s", "tflops") if m in ok.columns), None)
+    x = next((m for m in ("area_mm2", "energy_per_token_j", "energy_j") if m in ok.columns), None)
+    cols = ["point", "workload"] + params + [m for m in metrics if "." not in m][:6]
+    if y and x and len(ok):
+        front = ok[pareto_front(ok, x=x, y=y)].sort_values(x, kind="stable")
+        title = f"Pareto front ({len(front)} of {len(ok)} points): max {y}, min {x}"
+        return title, front[[c for c in cols if c in front.columns]].head(top)
+    return f"first {min(top, len(df))} of {len(df)} points", df[[c for c in cols if c in df.columns]].head(top)
+
+
+def cmd_sweep(args) -> int:
+    from ..cli import _print_table
+    from ..store import export_csv
+    from .run import load_spec, plan, run_sweep
+
+    loaded = load_spec(args.spec)
+    quiet = bool(args.quiet)
+    if args.dry_run:
+        df = plan(loaded, args.set)
+        bad = df[df["error"].notna()]
+        print(f"sweep {loaded.name}: {len(df)} point(s) ({len(loaded.spec.workloads)} workload(s) x "
+              f"{len(df) // max(1, len(loaded.spec.workloads))} parameter combination(s)), {len(bad)} invalid")
+        show = df.drop(columns=["hash"]).head(args.top)
+        _print_table(show.to_dict("records"))
+        for _, r in bad.head(5).iterrows():
+            print(f"  point {r['point']}: {r['error']}", file=sys.stderr)
+        return 0
+    out = Path(args.out) if args.out else Path("reports") / "sweeps" / loaded.name
+
+    def log(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr)
+
+    df, stats = run_sweep(loaded, out=out, jobs=args.jobs, scheduler=args.scheduler, progress=not quiet,
+                          retry_errors=args.retry_errors, overrides=args.set, connect_timeout=args.connect_timeout,
+                          log=log)
+    if args.csv:
+        export_csv(df, args.csv)
+    if not quiet:
+        print(f"sweep {stats.name}: {stats.points} point(s) in {stats.seconds:.1f} s - {stats.new} simulated, "
+              f"{stats.reused} reused from the store, {stats.failed} failed")
+        print(f"results: {out / 'results.csv'} (and results.parquet; store in {out})"
+              + (f"; CSV copy {args.csv}" if args.csv else ""))
+        failed = df[df["error"].notna()]
+        for _, r in failed.head(3).iterrows():
+            print(f"  point {r['point']} failed: {r['error']}", file=sys.stderr)
+        if len(failed) > 3:
+            print(f"  ... and {len(failed) - 3} more failed point(s) (see the 'error' column)", file=sys.stderr)
+        title, table = _summary_table(df, args.top)
+        if len(table):
+            print(f"\n{title}:")
+            _print_table(table.to_dict("records"))
+    return 1 if len(df) and df["error"].notna().all() else 0

@@ -1,0 +1,109 @@
+"""Plots: each figure is written, titled, and has axis labels with units; `sim plot`."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from sim import plotting as P
+from sim.cli import main
+from sim.config.registry import load_chip
+from sim.energy import llm_energy_components_j
+from sim.inference import run_llm
+from sim.results import _json_default
+
+RUN = dict(phase="decode", batch=2, context_len=64)
+
+
+@pytest.fixture
+def figs(monkeypatch):
+    """Record (title, [(xlabel, ylabel), ...]) of every figure saved."""
+    seen = []
+    orig = P._save
+
+    def spy(fig, path):
+        axes = [a for a in fig.axes if a.get_label() != "<colorbar>"]
+        titles = [a.get_title() for a in axes] + [fig._suptitle.get_text() if fig._suptitle else ""]
+        seen.append({"titles": [t for t in titles if t], "labels": [(a.get_xlabel(), a.get_ylabel()) for a in axes]})
+        out = orig(fig, path)
+        assert out.stat().st_size > 5000
+        return out
+
+    monkeypatch.setattr(P, "_save", spy)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def run():
+    chip = load_chip("npu_128x128")
+    res = run_llm(chip, "tiny", **RUN)
+    return chip, res, llm_energy_components_j(chip, "tiny", res, **RUN)
+
+
+@pytest.fixture(scope="module")
+def sweep_df(tmp_path_factory):
+    from sim.sweep import run_sweep
+
+    d = tmp_path_factory.mktemp("sw")
+    spec = d / "s.yaml"
+    spec.write_text(textwrap.dedent("""\
+        name: plot-test
+        chip: npu_128x128
+        workloads: [{model: tiny, phase: decode, batch: 2, context_len: 64}]
+        parameters:
+          cores.arrays.0.rows: [64, 128]
+          memory.levels.hbm.data_rate_gbps_per_pin: [3.2, 6.4, 9.6]
+        metrics: [tokens_per_s, area_mm2, energy_per_token_j]
+        """))
+    df, _ = run_sweep(spec, out=d / "out", jobs=1, progress=False)
+    return df, d / "out"
+
+
+def test_label_for_units():
+    assert P.label_for("tokens_per_s") == ("throughput (tokens/s)", 1.0)
+    assert P.label_for("memory.levels.vmem.capacity_kib")[0] == "vmem capacity (KiB)"
+    assert P.label_for("memory.levels.hbm.data_rate_gbps_per_pin")[0] == "hbm data rate (Gb/s per pin)"
+    assert P.label_for("cores.arrays.0.rows")[0] == "array rows"
+    assert P.label_for("energy_per_token_j.hbm") == ("energy per token, hbm (mJ)", 1e3)
+
+
+def test_roofline_and_breakdown(tmp_path, run, figs):
+    chip, res, comps = run
+    P.roofline(res["ops"], chip, tmp_path / "roof.png")
+    P.breakdown(res, tmp_path / "bd.png", components_j=comps)
+    roof, bd = figs
+    assert roof["titles"] and "FLOP/s" in roof["labels"][0][1] and "FLOP per DRAM byte" in roof["labels"][0][0]
+    assert len(bd["labels"]) == 3 and "tiny decode" in bd["titles"][-1]
+    assert "(µs)" in bd["labels"][0][0] or "(ms)" in bd["labels"][0][0]
+    assert all("(" in xl for xl, _ in bd["labels"])  # every x axis has a unit
+
+
+def test_pareto_and_heatmap(tmp_path, sweep_df, figs):
+    df, _ = sweep_df
+    P.pareto(df, tmp_path / "p.png")
+    P.heatmap(df, tmp_path / "h.png", x="cores.arrays.0.rows", y="memory.levels.hbm.data_rate_gbps_per_pin")
+    par, heat = figs
+    assert par["labels"][0] == ("chip area (mm²)  (lower is better)", "throughput (tokens/s)  (higher is better)")
+    assert "Pareto front" in par["titles"][0]
+    assert heat["labels"][0] == ("array rows", "hbm data rate (Gb/s per pin)")
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        P.pareto(df, tmp_path / "x.png", x="nope")
+
+
+def test_cli_plot(tmp_path, run, sweep_df, capsys):
+    chip, res, _ = run
+    js = tmp_path / "run.json"
+    js.write_text(json.dumps(res, default=_json_default))
+    _, out = sweep_df
+    for args in (["roofline", str(js)], ["breakdown", str(js)], ["pareto", str(out)],
+                 ["heatmap", str(out), "--z", "energy_per_token_j"],
+                 ["pareto", str(out / "results.csv"), str(out / "results.parquet")],
+                 ["heatmap", str(out), "--where", "cores.arrays.0.rows=64", "--x", "cores.arrays.0.rows",
+                  "--y", "memory.levels.hbm.data_rate_gbps_per_pin"]):
+        png = tmp_path / f"{args[0]}-{len(args)}.png"
+        assert main(["plot", *args, "--out", str(png)]) == 0, capsys.readouterr().err
+        assert png.stat().st_size > 5000
+    assert main(["plot", "pareto", str(tmp_path / "missing")]) == 2
+    assert "no such results" in capsys.readouterr().err
+    assert main(["plot", "breakdown", str(out / "results.csv")]) == 2
