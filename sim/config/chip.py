@@ -606,6 +606,12 @@ class MappingSpec(_Spec):
     tile_n: Optional[tuple[_int(1, 1 << 20), ...]] = None
     tile_k_bytes: Optional[_int(1, 1 << 20)] = None
     split_k: tuple[_int(1, 1024), ...] = (1,)
+    # cores whose loads of the same tile are multicast (a GPU thread-block cluster with
+    # TMA multicast): one trip over the chip-level cache's bus serves them all
+    cluster_size: _int(1, 64) = 1
+    # the mapper's best few candidates (by its analytic estimate) are simulated and the
+    # fastest kept, as a kernel library's autotuner picks among its kernels
+    refine_candidates: _int(1, 16) = 1
 
 
 class ChipSpec(_Spec):

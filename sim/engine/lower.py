@@ -28,6 +28,8 @@ from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gem
 from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, block_ranges
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 
+#: event-ordering quantum, see kernel_arrays
+REORDER_QUANTUM_CYCLES = 32.0
 #: elements per row when a 1-D stream (vector op, copy) is laid out as rows
 STREAM_ROW_ELEMENTS = 1024
 #: online-softmax work per score in a fused attention tile: max, subtract, exp, sum,
@@ -132,8 +134,9 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
         scores = mt * kt
         vec = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE) + special_cycles(
             chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
-        # arrays and vector unit work on different tiles at the same time (pipelined)
-        return np.maximum(qk + pv, vec).astype(np.float64)
+        # QK^T -> softmax -> PV is a dependency chain within a tile; FlashAttention-2
+        # style kernels do not overlap the softmax with the matrix work
+        return (qk + pv + vec).astype(np.float64)
 
     um, un, uk = _array_units(df, choice)
     prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
@@ -174,13 +177,18 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str) -> TileProblem
     if ms is None:
         return prob
     prob.distribution = ms.distribution
+    prob.cluster = ms.cluster_size
     if kind == "gemm":
         prob.tile_menu_m = ms.tile_m
         prob.tile_menu_n = ms.tile_n
         if ms.tile_k_bytes:
             prob.fixed_k = max(1, int(ms.tile_k_bytes // max(prob.layout.a, 1e-9)))
     elif kind == "attention":
+        # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
         prob.tile_menu_m = ms.tile_m
+        if ms.tile_n:
+            kv = tuple(t for t in ms.tile_n if t >= 64)
+            prob.tile_menu_k = kv or None
     return prob
 
 
@@ -212,6 +220,12 @@ def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
 # --------------------------------------------------------------------------- budgets
 
 
+def raster_group(cores: int) -> int:
+    """Tile rows per rasterisation group in cyclic mode: about the square root of the
+    cores, so a wave of output tiles is a near-square block (minimal distinct panels)."""
+    return max(1, int(round(math.sqrt(max(1, cores)))))
+
+
 def memory_budget(chip, ideal: bool) -> MemoryBudget:
     """Per-core tile buffer (the outermost core-scope SRAM, which DMA fills), its port,
     and the chip-level bandwidths."""
@@ -234,7 +248,8 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
                         dram_bytes_per_cycle=dram_bpc,
                         port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
-                        ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz)
+                        ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
+                        l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30)
 
 
 # --------------------------------------------------------------------------- kernel arrays
@@ -283,6 +298,9 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_CAUSAL_PAST] = prob.causal_past
     geo[K.G_CAUSAL_GROUP] = max(1, prob.causal_group)
     geo[K.G_IDEAL] = 1 if ideal else 0
+    geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
+    ms = getattr(chip, "mapping", None)
+    geo[K.G_CLUSTER] = ms.cluster_size if ms is not None else 1
     dram = chip.memory.dram
     geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
@@ -335,6 +353,12 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     fp[K.F_BASE_A], fp[K.F_BASE_B], fp[K.F_BASE_C], fp[K.F_BASE_PSUM] = bases or operand_bases(prob)
     fp[K.F_NOC_LATENCY_CYCLES] = chip.noc.latency_cycles
     fp[K.F_DMA_ISSUE_CYCLES] = 0.0  # issue rate is bounded by the port bandwidth
+    # cores are interleaved in global time order to within this many cycles (requests
+    # from different cores less than a quantum apart may reach the DRAM out of order)
+    fp[K.F_QUANTUM_CYCLES] = REORDER_QUANTUM_CYCLES
+    # cluster partners work in lockstep: requests for one tile within the L2's own
+    # latency of each other are served by one multicast pull
+    fp[K.F_MULTICAST_WINDOW] = 4.0 * max(fp[K.F_L2_LATENCY_CYCLES], 64.0)
     ctab = compute_table(prob, mapping, ranges if not cyclic else None)
     return dict(geo=geo, desc=desc, ranges=ranges, ctab=ctab, fp=fp, P=P)
 

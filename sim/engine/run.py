@@ -23,7 +23,7 @@ import numpy as np
 from .. import energy as E
 from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
-from ..mapper.search import Mapping, TileProblem, search
+from ..mapper.search import Mapping, TileProblem, search, search_top
 from ..memory.dram import DramParams
 from ..results import OpResult
 from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
@@ -35,8 +35,12 @@ EXTRAPOLATE_STEPS = 60_000
 EXTRAPOLATE_CHUNKS = 120_000
 #: the larger sample is sized to about this many DRAM chunks (or steps), so its slope
 #: averages over many refresh intervals; the smaller one is a quarter of it
-SAMPLE_CHUNKS = 48_000
-MIN_SAMPLE_ROUNDS = (2, 8)
+SAMPLE_CHUNKS = 60_000
+MIN_SAMPLE_ROUNDS = (2, 4)
+#: slopes over consecutive samples must agree this closely for the steady state
+STEADY_TOLERANCE = 0.02
+#: candidate mappings whose estimate is within this factor of the best are simulated
+REFINE_WITHIN = 1.25
 _MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
 _MEMO_MAX = 4096
 
@@ -71,8 +75,9 @@ def _rate_class(mapping_info: dict) -> str | None:
     return mapping_info.get("rate_class")
 
 
-def _run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None) -> dict:
+def _run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None, tile_limit: int = 0) -> dict:
     arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
+    arrs["geo"][K.G_TILE_LIMIT] = tile_limit
     P = arrs["P"]
     params = DramParams.from_spec(chip.memory.dram)
     p = params.to_array()
@@ -93,15 +98,24 @@ def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
     return math.ceil(total / max(1, mapping.cores_used))
 
 
-def _rounds(prob: TileProblem, mapping: Mapping) -> dict[str, tuple[int, int]]:
+def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[str, tuple[int, int]]:
     """For each dim that can be shortened: (round size in elements, number of whole rounds).
 
-    A round is a slice of the problem after which every core's work pattern repeats: in
-    block mode one tile per core slice along the dim; in cyclic mode enough tiles that
-    every core gets the same number more (P instances, P rows of tiles, or P tiles).
+    A round is a slice after which every core's work pattern repeats: in block mode one
+    tile per core slice along count/m/n; along k (every core walks all of k) one k tile.
+    Cyclic mode is shortened by whole waves of output tiles instead (see
+    :func:`_extrapolated_waves`), or along k.
     """
-    P = max(1, mapping.cores_used)
     out: dict[str, tuple[int, int]] = {}
+    if mapping.distribution == "cyclic" and prob.count >= 4 * MIN_SAMPLE_ROUNDS[1]:
+        # whole instances (every instance has the same tiles, causal or not)
+        out["count"] = (1, prob.count)
+    single_wave = mapping.distribution == "cyclic" and (
+        prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n) <= mapping.cores_used)
+    if prob.reduction and not prob.causal and (single_wave or not has_chip_cache):
+        # along k only when cache reuse cannot depend on it: one wave of tiles (nothing
+        # is fetched twice) or no chip-level cache
+        out["k"] = (mapping.tile_k, prob.k // mapping.tile_k)
     if mapping.distribution == "block":
         pc, pm, pn = mapping.partition
         sizes = {"count": (1 * pc, prob.count),
@@ -113,51 +127,46 @@ def _rounds(prob: TileProblem, mapping: Mapping) -> dict[str, tuple[int, int]]:
             if dim == "n" and mapping.tile_n % prob.unit_n and pn > 1:
                 continue
             out[dim] = (rs, size // rs)
-        return out
-    tm = math.ceil(prob.m / mapping.tile_m)
-    if prob.count > 1:
-        out["count"] = (P, prob.count // P)
-    elif tm > 1:
-        out["m"] = (mapping.tile_m * P, prob.m // (mapping.tile_m * P))
-    else:
-        out["n"] = (mapping.tile_n * P, prob.n // (mapping.tile_n * P))
     return out
 
 
 def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool):
-    """(dim, round size, rounds) to extrapolate along, or None to simulate in full."""
+    """How to shorten a large problem: ("dim", dim, round size, rounds, (r1, r2)),
+    ("waves", total tiles, cores, waves, (w1, w2)), or None to simulate in full."""
     steps = _max_core_steps(prob, mapping)
     chunks = 0.0 if ideal else mapping.estimated_dram_bytes / max(1, chip.memory.dram.interleave_bytes)
+    work = max(steps, chunks)
     if steps <= EXTRAPOLATE_STEPS and chunks <= EXTRAPOLATE_CHUNKS:
         return None
-    if prob.causal:
-        return None  # causal tile skipping is not periodic along m
+    if mapping.distribution == "cyclic" and not prob.causal:
+        tiles = prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
+        P = max(1, mapping.cores_used)
+        waves = tiles // P
+        # tiles are rasterised in groups of g tile rows; cache reuse repeats once per
+        # group, so samples start after the first group and span at least two more
+        from .lower import raster_group
+
+        tn = math.ceil(prob.n / mapping.tile_n)
+        tm = math.ceil(prob.m / mapping.tile_m)
+        period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
+        w1 = max(MIN_SAMPLE_ROUNDS[0], period)
+        w2 = int(max(w1 + 2 * period, MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(work / waves, 1.0)))
+        if 4 * w2 <= waves:
+            return ("waves", tiles, P, waves, (w1, w2))
     best = None
-    for dim, (rs, rounds) in _rounds(prob, mapping).items():
-        if rounds >= 3 * MIN_SAMPLE_ROUNDS[1] and (best is None or rounds > best[2]):
+    for dim, (rs, rounds) in _rounds(prob, mapping, bool(chip.memory.chip_srams)).items():
+        if rounds >= 4 * MIN_SAMPLE_ROUNDS[1] and (best is None or rounds > best[2]):
             best = (dim, rs, rounds)
     if best is None:
         return None
     dim, rs, rounds = best
-    per_round = max(chunks, steps) / rounds
-    r2 = int(min(rounds // 3, max(MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(per_round, 1.0))))
+    r2 = int(min(rounds // 4, max(MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(work / rounds, 1.0))))
     r1 = max(MIN_SAMPLE_ROUNDS[0], r2 // 4)
-    return dim, rs, rounds, (r1, r2)
+    return ("dim", dim, rs, rounds, (r1, r2))
 
 
-def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan) -> dict:
-    """Run two shortened copies along ``plan``'s dim and extrapolate every statistic.
-
-    Each copy keeps the original remainder (edge tiles) and a number of whole rounds; cycles and counts are affine in the number of rounds once the pipeline is in
-    steady state, so the line through the two samples gives the full problem."""
-    dim, rs, rounds, (r1, r2) = plan
-    size = getattr(prob, dim)
-    rem = size - rounds * rs
-    bases = operand_bases(prob)
-    runs = [_run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal, bases)
-            for r in (r1, r2)]
-    f = (rounds - r1) / (r2 - r1)
-    a, b = runs
+def _line(a: dict, b: dict, f: float) -> dict:
+    """Statistics at ``a + (b - a) * f`` (affine extrapolation of two runs)."""
     out = dict(b)
     out["stats"] = a["stats"] + (b["stats"] - a["stats"]) * f
     out["hist"] = np.round(a["hist"] + (b["hist"] - a["hist"]) * f).astype(np.int64)
@@ -165,7 +174,72 @@ def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pl
     s1 = np.nan_to_num(a["dram_state"][-1], posinf=0.0)
     s2 = np.nan_to_num(b["dram_state"][-1], posinf=0.0)
     out["dram_stats"] = s1 + (s2 - s1) * f
-    out["extrapolated"] = {"dim": dim, "rounds": rounds, "round_size": rs, "sampled_rounds": [r1, r2]}
+    return out
+
+
+def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan) -> dict | None:
+    """Run shortened copies and extrapolate every statistic along the plan, after
+    checking that the problem is in steady state; None when it is not (simulate fully).
+
+    Along a dim, each copy keeps the original remainder (edge tiles) and a number of
+    whole rounds; along waves (cyclic mode), a copy runs the first w whole waves of
+    output tiles, and the last partial wave is added as the difference between w1 waves
+    plus the leftover tiles and w1 waves.  Cycles and counts are affine in the number of
+    rounds once the pipeline and the caches are in steady state.  Three equally spaced
+    samples r1 < r2 < r3 are run; if the slope over (r1, r2) and over (r2, r3) differ by more than
+    STEADY_TOLERANCE in time or DRAM bytes, the samples are doubled (caches warming up,
+    reuse not yet periodic) until they agree or reach half the problem."""
+    bases = operand_bases(prob)
+    if plan[0] == "waves":
+        _, tiles, P, total, (r1, r2) = plan
+        run = lambda r: _run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r * P)  # noqa: E731
+    else:
+        _, dim, rs, total, (r1, r2) = plan
+        rem = getattr(prob, dim) - total * rs
+        run = lambda r: _run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal,  # noqa: E731
+                                    bases)
+    a, b = run(r1), run(r2)
+    steady = True
+    c = None
+    while True:
+        r3 = 2 * r2 - r1
+        if r3 > total // 2:
+            if c is None:
+                return None
+            # never steady within half the problem: extrapolate from the largest samples
+            # (flagged in the result) rather than simulate a huge problem in full
+            steady = False
+            b, c, r2, r3 = a, b, r1, r2
+            break
+        c = run(r3)
+
+        def slope(x, y, rx, ry, key):
+            vx = x["makespan"] if key == "t" else float(x["stats"][:, K.S_DRAM_READ].sum() + x["stats"][:, K.S_DRAM_WRITE].sum())
+            vy = y["makespan"] if key == "t" else float(y["stats"][:, K.S_DRAM_READ].sum() + y["stats"][:, K.S_DRAM_WRITE].sum())
+            return (vy - vx) / (ry - rx)
+
+        ok = True
+        for key in ("t", "bytes"):
+            s1, s2 = slope(a, b, r1, r2, key), slope(b, c, r2, r3, key)
+            if abs(s2 - s1) > STEADY_TOLERANCE * max(abs(s2), 1e-9):
+                ok = False
+        if ok:
+            break
+        a, b, r1, r2 = b, c, r2, r3
+    out = _line(b, c, (total - r2) / (r3 - r2))
+    if plan[0] == "waves":
+        left = tiles - total * P
+        if left:
+            d = _run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r2 * P + left)
+            for key in ("stats", "hist", "makespan"):
+                out[key] = out[key] + (d[key] - b[key])
+            out["dram_stats"] = out["dram_stats"] + (np.nan_to_num(d["dram_state"][-1], posinf=0.0)
+                                                     - np.nan_to_num(b["dram_state"][-1], posinf=0.0))
+        out["extrapolated"] = {"dim": "waves", "waves": total, "leftover_tiles": left, "sampled_waves": [r2, r3],
+                               "steady": steady}
+    else:
+        out["extrapolated"] = {"dim": plan[1], "rounds": total, "round_size": plan[2], "sampled_rounds": [r2, r3],
+                               "steady": steady}
     return out
 
 
@@ -174,24 +248,58 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     cores = chip.cores.count
     prob, info = lower_op(chip, op, options, cores)
     budget = memory_budget(chip, ideal and not prob.causal)
-    split = 1
-    if info.get("kind") == "gemm" and not ideal:
-        prob, mapping, split = _choose_split_k(chip, prob, cores, budget)
-    else:
-        mapping = search(prob, cores, budget)
-    info = dict(info, split_k=split)
-    mapping = dataclasses.replace(mapping, compute=info)
-    plan = _extrapolation_plan(chip, prob, mapping, ideal)
-    if plan is not None:
-        run = _extrapolated_run(chip, prob, mapping, ideal, plan)
-    else:
-        run = _run_kernel(chip, prob, mapping, ideal)
-        run["dram_stats"] = run["dram_state"][-1]
-        run["extrapolated"] = None
-    res = _result(chip, op, prob, mapping, info, run, ideal)
-    if split > 1:
-        res = _merge(res, simulate_op(chip, _split_k_reduction(op, split), Options(memory=options.memory)))
-    return res
+    ms = getattr(chip, "mapping", None)
+    top = ms.refine_candidates if (ms is not None and not ideal) else 1
+    cands = _candidates(chip, prob, info, cores, budget, top, ideal)
+    best = None
+    for est, p, mapping, split in cands:
+        mapping = dataclasses.replace(mapping, compute=dict(info, split_k=split, candidates_simulated=len(cands)))
+        plan = _extrapolation_plan(chip, p, mapping, ideal)
+        run = _extrapolated_run(chip, p, mapping, ideal, plan) if plan is not None else None
+        if run is None:
+            run = _run_kernel(chip, p, mapping, ideal)
+            run["dram_stats"] = run["dram_state"][-1]
+            run["extrapolated"] = None
+        res = _result(chip, op, p, mapping, mapping.compute, run, ideal)
+        if split > 1:
+            res = _merge(res, simulate_op(chip, _split_k_reduction(op, split), Options(memory=options.memory)))
+        if best is None or res.seconds < best.seconds:
+            best = res
+    return best
+
+
+def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: int, ideal: bool):
+    """(estimate, problem, mapping, split-K factor) of the best ``top`` mappings.
+
+    GEMMs may split k from the chip's ``split_k`` menu: S slices of k run as S times as
+    many instances writing fp32 partial sums, then a reduction pass sums them (its
+    traffic is part of the estimate)."""
+    ms = getattr(chip, "mapping", None)
+    menu = tuple(ms.split_k) if (ms is not None and info.get("kind") == "gemm" and not ideal) else (1,)
+    out = []
+    error = None
+    for S in sorted(set(menu)):
+        if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)):
+            continue
+        p = prob if S == 1 else dataclasses.replace(prob, count=prob.count * S, k=-(-prob.k // S),
+                                                     layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
+        try:
+            maps = search_top(p, cores, budget, top)
+        except MappingError as exc:
+            error = exc
+            continue
+        extra = 0.0
+        if S > 1:
+            out_el = prob.count * prob.m * prob.n
+            extra = (S * out_el * 4 + out_el * prob.layout.c) / (budget.dram_bytes_per_cycle * 0.9)
+            if chip.runtime is not None:
+                extra += chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9
+        out.extend((m.estimated_cycles + extra, p, m, S) for m in maps)
+    if not out:
+        raise error if error is not None else MappingError(f"op '{prob.name}': no mapping found")
+    out.sort(key=lambda c: c[0])
+    # only candidates the estimate cannot tell apart are worth simulating
+    return [c for c in out[:top] if c[0] <= out[0][0] * REFINE_WITHIN]
 
 
 def _split_k_reduction(op, split: int) -> VectorOp:
@@ -202,39 +310,6 @@ def _split_k_reduction(op, split: int) -> VectorOp:
     out_bytes = get_format(op.c_dtype).bytes_for(op.m * op.n) * op.count
     return VectorOp(f"{op.name}.split_k_reduce", "split_k_reduce", n_out, float(split),
                     read_bytes=split * n_out * 4, write_bytes=out_bytes)
-
-
-def _choose_split_k(chip, prob: TileProblem, cores: int, budget):
-    """Pick a split-K factor from the chip's menu: S slices of k run as S x more
-    instances writing fp32 partial sums, then a reduction pass sums them.  Chosen by the
-    mapper's estimate, the reduction's traffic included."""
-    ms = getattr(chip, "mapping", None)
-    menu = tuple(ms.split_k) if ms is not None else (1,)
-    best = None
-    for S in sorted(set(menu)):
-        if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)):
-            continue
-        if S == 1:
-            p = prob
-        else:
-            p = dataclasses.replace(prob, count=prob.count * S, k=-(-prob.k // S),
-                                    layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
-        try:
-            m = search(p, cores, budget)
-        except MappingError:
-            continue
-        est = m.estimated_cycles
-        if S > 1:
-            out_el = prob.count * prob.m * prob.n
-            est += (S * out_el * 4 + out_el * prob.layout.c) / (budget.dram_bytes_per_cycle * 0.9)
-            if chip.runtime is not None:
-                est += chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9
-        if best is None or est < best[0]:
-            best = (est, p, m, S)
-    if best is None:
-        m = search(prob, cores, budget)  # raises the MappingError with its message
-        return prob, m, 1
-    return best[1], best[2], best[3]
 
 
 def _merge(a: OpResult, b: OpResult) -> OpResult:

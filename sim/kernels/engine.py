@@ -57,7 +57,10 @@ G_OUTSTANDING = 18  # outstanding DRAM requests per core
 G_GRAN = 19         # DRAM access granularity, bytes
 G_STAGES = 20       # tile buffers per operand (2 = double buffering)
 G_INTERLEAVE = 21    # DRAM interleave bytes: the largest chunk
-G_LEN = 22
+G_TILE_LIMIT = 22    # cyclic mode: only output tiles t < limit are run (0 = all)
+G_GROUP_M = 23       # cyclic mode: output tiles rasterised in groups of this many tile rows
+G_CLUSTER = 24       # cores per multicast cluster (a tile one of them pulls reaches all)
+G_LEN = 25
 
 # ---- operand descriptors (int64 [3, D_LEN]) : rows 0 = A, 1 = B, 2 = C -------------------
 D_PRESENT = 0
@@ -84,7 +87,9 @@ F_BASE_C = 11
 F_BASE_PSUM = 12
 F_NOC_LATENCY_CYCLES = 13
 F_DMA_ISSUE_CYCLES = 14      # DMA engine issue interval per chunk
-F_LEN = 15
+F_QUANTUM_CYCLES = 15        # a core keeps issuing until it is this far ahead of the next core
+F_MULTICAST_WINDOW = 16      # cycles within which cluster partners share one pull of a tile
+F_LEN = 17
 
 # ---- per-core statistics (float64 [P, S_LEN]) -------------------------------------------
 S_COMPUTE = 0       # cycles the arrays were busy
@@ -174,6 +179,8 @@ def core_step_count(geo, ranges, c):
         tn = _ceil_div(geo[G_N], geo[G_NT])
         tk = _ceil_div(geo[G_K], geo[G_KT])
         total_tiles = geo[G_COUNT] * tm * tn
+        if geo[G_TILE_LIMIT] > 0 and geo[G_TILE_LIMIT] < total_tiles:
+            total_tiles = geo[G_TILE_LIMIT]
         p = geo[G_P]
         if c >= total_tiles:
             return 0
@@ -189,50 +196,67 @@ def core_step_count(geo, ranges, c):
 @kernel
 def _decode_step(geo, ranges, c, s, idx, start, ext):
     """Tile indices, element starts and extents of step ``s`` of core ``c``; returns inst."""
-    dims = np.empty(3, np.int64)
-    tiles = np.empty(3, np.int64)
-    dims[0] = geo[G_M]
-    dims[1] = geo[G_N]
-    dims[2] = geo[G_K]
-    tiles[0] = geo[G_MT]
-    tiles[1] = geo[G_NT]
-    tiles[2] = geo[G_KT]
-    tk = _ceil_div(dims[2], tiles[2])
+    M = geo[G_M]
+    N = geo[G_N]
+    Kd = geo[G_K]
+    mt = geo[G_MT]
+    nt = geo[G_NT]
+    kt = geo[G_KT]
+    tk = (Kd + kt - 1) // kt
     if geo[G_MODE] == 1:
-        tm = _ceil_div(dims[0], tiles[0])
-        tn = _ceil_div(dims[1], tiles[1])
+        tm = (M + mt - 1) // mt
+        tn = (N + nt - 1) // nt
         w = s // tk
         kk = s - w * tk
         t = c + w * geo[G_P]
         inst = t // (tm * tn)
         rem = t - inst * tm * tn
-        idx[0] = rem // tn
-        idx[1] = rem - idx[0] * tn
+        g = geo[G_GROUP_M]
+        if g > 1:
+            # grouped rasterisation: a wave covers a g-row block of tiles, so the A and B
+            # panels it needs fit the chip-level cache (thread-block swizzling)
+            per_group = g * tn
+            first_m = (rem // per_group) * g
+            gs = min(tm - first_m, g)
+            within = rem - (rem // per_group) * per_group
+            i = first_m + within % gs
+            j = within // gs
+        else:
+            i = rem // tn
+            j = rem - i * tn
+        idx[0] = i
+        idx[1] = j
         idx[2] = kk
-        for d in range(3):
-            start[d] = idx[d] * tiles[d]
-            ext[d] = min(tiles[d], dims[d] - start[d])
+        start[0] = i * mt
+        start[1] = j * nt
+        start[2] = kk * kt
+        ext[0] = min(mt, M - start[0])
+        ext[1] = min(nt, N - start[1])
+        ext[2] = min(kt, Kd - start[2])
         return inst
-    lo = np.empty(3, np.int64)
-    hi = np.empty(3, np.int64)
-    lo[0] = ranges[c, 2]
-    hi[0] = ranges[c, 3]
-    lo[1] = ranges[c, 4]
-    hi[1] = ranges[c, 5]
-    lo[2] = 0
-    hi[2] = dims[2]
-    trips = np.empty(3, np.int64)
-    for d in range(3):
-        trips[d] = _ceil_div(hi[d] - lo[d], tiles[d])
+    m0 = ranges[c, 2]
+    n0 = ranges[c, 4]
+    trip_m = (ranges[c, 3] - m0 + mt - 1) // mt
+    trip_n = (ranges[c, 5] - n0 + nt - 1) // nt
     r = s
     for pos in range(2, -1, -1):
         d = geo[G_ORDER0 + pos]
-        idx[d] = r % trips[d]
-        r = r // trips[d]
+        if d == 0:
+            idx[0] = r % trip_m
+            r = r // trip_m
+        elif d == 1:
+            idx[1] = r % trip_n
+            r = r // trip_n
+        else:
+            idx[2] = r % tk
+            r = r // tk
     inst = ranges[c, 0] + r
-    for d in range(3):
-        start[d] = lo[d] + idx[d] * tiles[d]
-        ext[d] = min(tiles[d], hi[d] - start[d])
+    start[0] = m0 + idx[0] * mt
+    start[1] = n0 + idx[1] * nt
+    start[2] = idx[2] * kt
+    ext[0] = min(mt, ranges[c, 3] - start[0])
+    ext[1] = min(nt, ranges[c, 5] - start[1])
+    ext[2] = min(kt, Kd - start[2])
     return inst
 
 
@@ -376,6 +400,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     store_end = np.zeros(P)
     noc_free = 0.0
     l2_free = 0.0
+    n_blocked = 0
     # chip-level cache
     l2_sets = geo[G_L2_SETS]
     l2_ways = geo[G_L2_WAYS]
@@ -383,6 +408,12 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     l2_tag = np.full(n_l2, -1, np.int64)
     l2_ready = np.zeros(n_l2)
     l2_lru = np.zeros(n_l2, np.int64)
+    l2_mc_cluster = np.full(n_l2, -1, np.int64)   # cluster that last pulled the tile over the L2 bus
+    l2_mc_time = np.zeros(n_l2)
+    l2_mc_done = np.zeros(n_l2)
+    cluster = geo[G_CLUSTER]
+    if cluster < 1:
+        cluster = 1
     l2_clock = 0
     # event heap
     hk = np.zeros(P + 1)
@@ -431,7 +462,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     makespan = 0.0
     while hsize > 0:
         t_now, c, hsize = _heap_pop(hk, hc, hsize)
-        next_top = hk[0] if hsize > 0 else 1e300
+        next_top = (hk[0] + fp[F_QUANTUM_CYCLES]) if hsize > 0 else 1e300
 
         # ---------- set up the current step's loads if needed -----------------------
         if active[c] == 1 and xcur[c] == -1 and blocked[c] == 0:
@@ -608,15 +639,27 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                         if hit >= 0:
                             if l2_ready[hit] < 0.0:
                                 blocked[c] = hit + 1  # wait for the fill in flight
+                                n_blocked += 1
                                 break
                             l2_clock += 1
                             l2_lru[hit] = l2_clock
                             t0 = max(t_issue + fp[F_L2_LATENCY_CYCLES], l2_ready[hit])
-                            s0 = max(l2_free, t_issue)
-                            l2_free = s0 + tile_bytes / fp[F_L2_BYTES_PER_CYCLE]
+                            my_cluster = c // cluster
+                            if (cluster > 1 and l2_mc_cluster[hit] == my_cluster
+                                    and abs(t_issue - l2_mc_time[hit]) <= fp[F_MULTICAST_WINDOW]):
+                                # a cluster partner's pull of this tile is multicast to this
+                                # core too: no second trip over the L2 bus
+                                bus_done = l2_mc_done[hit]
+                            else:
+                                s0 = max(l2_free, t_issue)
+                                l2_free = s0 + tile_bytes / fp[F_L2_BYTES_PER_CYCLE]
+                                bus_done = l2_free
+                                l2_mc_cluster[hit] = my_cluster
+                                l2_mc_time[hit] = t_issue
+                                l2_mc_done[hit] = bus_done
                             pstart = max(port_free[c], t_issue)
                             port_free[c] = pstart + tile_bytes / fp[F_PORT_BYTES_PER_CYCLE]
-                            done = max(t0, l2_free, port_free[c])
+                            done = max(t0, bus_done, port_free[c])
                             if done > load_done[c]:
                                 load_done[c] = done
                             stats[c, S_L2_HIT] += tile_bytes
@@ -683,10 +726,12 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                             if e >= 0:
                                 l2_ready[e] = xdone[c]
                                 # wake cores waiting for this fill
-                                for c2 in range(P):
-                                    if blocked[c2] == e + 1:
-                                        blocked[c2] = 0
-                                        hsize = _heap_push(hk, hc, hsize, max(xdone[c], t_now), c2)
+                                if n_blocked > 0:
+                                    for c2 in range(P):
+                                        if blocked[c2] == e + 1:
+                                            blocked[c2] = 0
+                                            n_blocked -= 1
+                                            hsize = _heap_push(hk, hc, hsize, max(xdone[c], t_now), c2)
                             xl2e[c] = -1
                             xrow[c] = 0
                             xdone[c] = 0.0

@@ -79,8 +79,10 @@ class TileProblem:
     fixed_order: str | None = None
     tile_menu_m: tuple[int, ...] | None = None   # allowed tile sizes (a kernel library's menu)
     tile_menu_n: tuple[int, ...] | None = None
+    tile_menu_k: tuple[int, ...] | None = None
     fixed_k: int | None = None                   # the k tile, when the library fixes it
     distribution: str = "any"                    # any | block | cyclic
+    cluster: int = 1                             # cores sharing tile loads by multicast
     macs: int = 0
     flops: float = 0.0
 
@@ -228,11 +230,12 @@ def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
 
 
 def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers: int):
-    """Per-core SRAM (A, B, C) for one tile of each operand times the buffer count; the
-    C accumulator is held at accumulator precision."""
+    """Per-core SRAM (A, B, C) for one tile of each operand: the input tiles times the
+    pipeline depth, the C accumulator (at accumulator precision) at most twice - it is
+    drained once per output tile, not streamed per step."""
     a = footprint_bytes(prob, "a", mt, nt, kt, 1) * buffers
     b = footprint_bytes(prob, "b", mt, nt, kt, 1) * buffers if prob.has_b else 0.0 * a
-    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * buffers
+    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * min(buffers, 2)
     return a, b, c
 
 
@@ -269,18 +272,32 @@ class MemoryBudget:
     l2_bytes: float             # chip-level cache (0 = none)
     ideal: bool
     latency_cycles: float = 0.0  # DRAM round trip of one request, for the pipelining term
+    l2_bytes_per_cycle: float = 1e30  # chip-level cache bandwidth
 
 
 def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool = True) -> Mapping:
     """Choose distribution, tiles and loop order for ``prob``; raise MappingError if no
     tile fits the SRAM."""
+    return search_top(prob, cores, mem, 1, allow_cyclic)[0]
+
+
+def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
+               allow_cyclic: bool = True) -> list[Mapping]:
+    """The ``top`` best mappings by the analytic estimate (distinct tile shapes and
+    distributions), best first."""
     if mem.ideal:
-        return _ideal_mapping(prob, cores, mem)
+        return [_ideal_mapping(prob, cores, mem)]
     best = None
+    pool: list = []
     evaluated = 0
     m_c = _menu(prob.m, prob.tile_menu_m) if prob.tile_menu_m else tile_candidates(prob.m, prob.unit_m)
     n_c = _menu(prob.n, prob.tile_menu_n) if prob.tile_menu_n else tile_candidates(prob.n, prob.unit_n)
-    k_c = [min(prob.k, prob.fixed_k)] if prob.fixed_k else tile_candidates(prob.k, prob.unit_k)
+    if prob.fixed_k:
+        k_c = [min(prob.k, prob.fixed_k)]
+    elif prob.tile_menu_k:
+        k_c = _menu(prob.k, prob.tile_menu_k)
+    else:
+        k_c = tile_candidates(prob.k, prob.unit_k)
     if prob.fixed_tiles is not None:
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
@@ -347,51 +364,100 @@ def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool 
             last = footprint_bytes(prob, "c", MT, NT, KT, 1) / core_bw
             est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
             evaluated += len(MT)
-            i = _pick(est, rd + wr, MT * NT * KT)
-            cand = (float(est[i]), float(rd[i] + wr[i]), -float(MT[i] * NT[i] * KT[i]))
-            if best is None or cand < best[0]:
-                best = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges))
+            for i in _pick_many(est, rd + wr, MT * NT * KT, top):
+                cand = (float(est[i]), float(rd[i] + wr[i]), -float(MT[i] * NT[i] * KT[i]))
+                entry = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges))
+                pool.append(entry)
+                if best is None or cand < best[0]:
+                    best = entry
 
     # ---- cyclic distribution (k innermost, output tiles dealt round-robin)
     if allow_cyclic and prob.distribution != "block" and (cores > 1 or best is None):
-        tiles_out = prob.count * np.ceil(prob.m / MT) * np.ceil(prob.n / NT)
+        tm_ = np.ceil(prob.m / MT)
+        tn_ = np.ceil(prob.n / NT)
+        tiles_out = prob.count * tm_ * tn_
+        used = np.minimum(tiles_out, cores)
         waves = np.ceil(tiles_out / cores)
-        per_tile = np.zeros(len(MT))
-        # compute of one output tile (its k loop), full-size tiles
         per_tile = _sum_compute(prob, MT, NT, KT, MT, NT, prob.k, 1)
         comp = waves * per_tile
-        # traffic: each output tile fetches its A row panel and B column panel; a
-        # chip-level cache big enough for a wave's working set turns re-fetches into hits
+        # every output tile streams its A row panel and B column panel through the core's
+        # fill port, from the chip-level cache when a wave's panels fit there
+        a_panel = footprint_bytes(prob, "a", MT, NT, prob.k, 1)
+        b_panel = footprint_bytes(prob, "b", MT, NT, prob.k, 1) if prob.has_b else 0.0 * a_panel
+        c_tile = footprint_bytes(prob, "c", MT, NT, prob.k, 1)
+        per_core = waves * (a_panel + b_panel + c_tile)
+        port_time = per_core / mem.port_bytes_per_cycle
+        fetched = tiles_out * (a_panel + b_panel)
+        if prob.cluster > 1:
+            # cluster partners share one operand's panel (multicast)
+            fetched = tiles_out * (a_panel + b_panel - np.minimum(a_panel, b_panel) * (1 - 1 / prob.cluster))
         a_all = footprint_bytes(prob, "a", prob.m, prob.n, prob.k, prob.count)
         b_all = footprint_bytes(prob, "b", prob.m, prob.n, prob.k, prob.count) if prob.has_b else 0.0
         c_all = footprint_bytes(prob, "c", prob.m, prob.n, prob.k, prob.count)
-        a_fetch = a_all * (np.ceil(prob.n / NT) if "n" not in prob.a_dims else 1)
-        b_fetch = b_all * (np.ceil(prob.m / MT) if "m" not in prob.b_dims else 1)
-        wave_ws = np.minimum(tiles_out, cores) * (footprint_bytes(prob, "a", MT, NT, prob.k, 1)
-                                                  + (footprint_bytes(prob, "b", MT, NT, prob.k, 1) if prob.has_b else 0.0))
         if mem.l2_bytes > 0:
-            shared = np.clip(mem.l2_bytes / np.maximum(wave_ws, 1.0), 0.0, 1.0)
-            a_fetch = a_all + (a_fetch - a_all) * (1 - shared)
-            b_fetch = b_all + (b_fetch - b_all) * (1 - shared)
-        traffic = a_fetch + b_fetch + c_all
-        mem_time = traffic / dram_bw
-        est = np.maximum(comp, mem_time)
+            # a wave is a block of about g rows x used/g columns of tiles (grouped
+            # rasterisation, g ~ sqrt(cores)): its distinct panels
+            g = max(1, int(round(np.sqrt(cores))))
+            rows_in_wave = np.minimum(tm_, g)
+            cols_in_wave = np.minimum(tn_, np.ceil(used / rows_in_wave))
+            wave_ws = rows_in_wave * a_panel + cols_in_wave * b_panel
+            reuse = np.clip(mem.l2_bytes / np.maximum(wave_ws, 1.0), 0.0, 1.0)
+            dram_rd = (a_all + b_all) + (fetched - a_all - b_all).clip(min=0) * (1 - reuse)
+            l2_time = fetched / mem.l2_bytes_per_cycle
+        else:
+            dram_rd = fetched
+            l2_time = 0.0 * fetched
+        traffic = dram_rd + c_all
+        mem_time = np.maximum.reduce([traffic / dram_bw, port_time, l2_time, traffic / mem.noc_bytes_per_cycle])
+        first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
+                                                              if prob.has_b else 0.0)) / mem.port_bytes_per_cycle
+        est = np.maximum(comp, mem_time) + first + mem.latency_cycles
         evaluated += len(MT)
-        i = _pick(est, traffic, MT * NT * KT)
-        cand = (float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i]))
-        if best is None or cand < best[0]:
-            used = int(min(cores, tiles_out[i]))
-            best = (cand, "cyclic", (1, 1, 1), int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(sram[i]), used)
+        for i in _pick_many(est, traffic, MT * NT * KT, top):
+            cand = (float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i]))
+            entry = (cand, "cyclic", (1, 1, 1), int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(sram[i]),
+                     int(used[i]))
+            pool.append(entry)
+            if best is None or cand < best[0]:
+                best = entry
 
-    (est_c, est_bytes, _), dist, part, mt, nt, kt, order, sram_b, used = best
-    return Mapping(distribution=dist, cores_used=used, partition=tuple(part), tile_m=mt, tile_n=nt, tile_k=kt,
-                   loop_order=order, sram_bytes=sram_b, sram_capacity_bytes=int(mem.sram_bytes),
-                   search_space=evaluated, estimated_cycles=est_c, estimated_dram_bytes=est_bytes)
+    pool.sort(key=lambda e: e[0])
+    out: list[Mapping] = []
+    seen = set()
+    for (est_c, est_bytes, _), dist, part, mt, nt, kt, order, sram_b, used in [best] + pool:
+        key = (dist, tuple(part), mt, nt, kt, order)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Mapping(distribution=dist, cores_used=used, partition=tuple(part), tile_m=mt, tile_n=nt,
+                           tile_k=kt, loop_order=order, sram_bytes=sram_b, sram_capacity_bytes=int(mem.sram_bytes),
+                           search_space=evaluated, estimated_cycles=est_c, estimated_dram_bytes=est_bytes))
+        if len(out) >= top:
+            break
+    return out
 
 
 #: candidates whose estimate is within this factor of the best count as equally fast, and
 #: the one moving the fewest DRAM bytes wins (the estimate is a bound, traffic is exact)
 _RANK_TIE = 1.03
+
+
+def _pick_many(est, traffic, volume, top: int) -> list[int]:
+    """The best candidate (see :func:`_pick`) and, when ``top`` > 1, the next best by
+    estimate with distinct tile volumes."""
+    first = _pick(est, traffic, volume)
+    if top <= 1:
+        return [first]
+    order = np.argsort(est, kind="stable")
+    out = [first]
+    vols = {float(volume[first])}
+    for i in order:
+        if len(out) >= top:
+            break
+        if float(volume[i]) not in vols:
+            out.append(int(i))
+            vols.add(float(volume[i]))
+    return out
 
 
 def _menu(size: int, menu: tuple[int, ...]) -> list[int]:

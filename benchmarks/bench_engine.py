@@ -1,0 +1,175 @@
+"""Speed and memory of the simulator (issue targets), written to benchmarks/results/.
+
+    python benchmarks/bench_engine.py [--quick]
+
+* a 2048x4096x4096 bf16 GEMM on npu_128x128 (128x128 arrays) with modelled HBM, warm;
+* a full Llama-3-8B forward (32 layers, 2,048-token prefill) on the same chip, warm;
+* Llama-3-70B: a 4,096-token prefill plus 256 decode steps at batch 32 (4 chips, TP), warm;
+* peak memory against the problem size (M = 10^3 .. 10^9) - flat;
+* optionally SCALE-Sim on the same layer, timed side by side (if a `scalesim` venv is given
+  with --scalesim-python; it is never a dependency).
+
+Timings are wall-clock medians of several warm runs (the machines are noisy); the first
+(cold) run, which compiles the Numba kernels once per machine, is reported separately.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _timed(fn, repeats: int = 3) -> dict:
+    from sim.engine.run import clear_cache
+
+    clear_cache()
+    t0 = time.perf_counter()
+    fn()
+    cold = time.perf_counter() - t0
+    warm = []
+    for _ in range(repeats):
+        clear_cache()  # no memoised results: every run simulates
+        t0 = time.perf_counter()
+        fn()
+        warm.append(time.perf_counter() - t0)
+    return {"cold_s": cold, "warm_median_s": statistics.median(warm), "warm_runs_s": warm}
+
+
+def bench_gemm(chip) -> dict:
+    from sim.api import simulate_gemm
+
+    r = simulate_gemm(chip, 2048, 4096, 4096, dtype="bf16")
+    out = _timed(lambda: simulate_gemm(chip, 2048, 4096, 4096, dtype="bf16"))
+    out.update({"what": "2048x4096x4096 bf16 GEMM, modelled HBM", "chip": chip.name, "cycles": r.cycles,
+                "utilization": r.utilization, "target_s": 0.2})
+    return out
+
+
+def bench_llama8b_prefill(chip) -> dict:
+    from sim.inference import run_llm
+
+    def go():
+        return run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=2048, weight_dtype="fp8")
+
+    res = go()
+    out = _timed(go)
+    out.update({"what": "Llama-3-8B forward, 32 layers, 2,048-token prefill (fp8 weights to fit 16 GiB)",
+                "chip": chip.name, "ttft_s": res["ttft_s"], "target_s": 2.0})
+    return out
+
+
+def bench_llama70b_generate(chip) -> dict:
+    from sim.inference import run_llm
+
+    def go():
+        return run_llm(chip, "llama3-70b", phase="generate", batch=32, prompt_len=4096, new_tokens=256,
+                       tensor_parallel=8)
+
+    res = go()
+    out = _timed(go, repeats=2)
+    out.update({"what": "Llama-3-70B: 4,096-token prefill + 256 decode steps, batch 32, 8-way TP",
+                "chip": chip.name, "ttft_s": res["ttft_s"], "tpot_s": res["tpot_s"], "target_s": 10.0})
+    return out
+
+
+def bench_memory(chip) -> dict:
+    """Peak Python-heap memory of one simulation against M (traced allocations)."""
+    from sim.api import simulate_gemm
+    from sim.engine.run import clear_cache
+
+    rows = []
+    for m in (10 ** 3, 10 ** 5, 10 ** 7, 10 ** 9):
+        clear_cache()
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        r = simulate_gemm(chip, m, 4096, 4096, dtype="bf16")
+        dt = time.perf_counter() - t0
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        rows.append({"m": m, "peak_traced_mib": peak / 2 ** 20, "seconds": dt, "cycles": r.cycles,
+                     "extrapolated": bool(r.details.get("extrapolated"))})
+    return {"what": "peak traced memory vs M (M x 4096 x 4096 GEMM)", "rows": rows}
+
+
+def bench_scalesim(python: str, rows: int = 128, cols: int = 128) -> dict:
+    """Time SCALE-Sim (an external install) and us on one GEMM layer, same array."""
+    from sim.api import simulate_gemm
+    from sim.config.registry import load_chip
+
+    layer = (512, 128, 512)  # M, K, N: small enough for SCALE-Sim to finish in minutes
+    tmp = Path(tempfile.mkdtemp())
+    cfg = tmp / "scale.cfg"
+    cfg.write_text(f"""[general]
+run_name = bench
+[architecture_presets]
+ArrayHeight: {rows}
+ArrayWidth: {cols}
+IfmapSramSzkB: 1024
+FilterSramSzkB: 1024
+OfmapSramSzkB: 1024
+IfmapOffset: 0
+FilterOffset: 10000000
+OfmapOffset: 20000000
+Bandwidth: 10
+Dataflow: ws
+MemoryBanks: 1
+[run_presets]
+InterfaceBandwidth: CALC
+""")
+    topo = tmp / "layer.csv"
+    topo.write_text(f"Layer, M, N, K,\nbench, {layer[0]}, {layer[2]}, {layer[1]},\n")
+    script = (f"import time,sys;from scalesim.scale_sim import scalesim;"
+              f"s=scalesim(save_disk_space=True,verbose=False,config='{cfg}',topology='{topo}',input_type_gemm=True);"
+              f"t=time.perf_counter();s.run_scale(top_path='{tmp}');print(time.perf_counter()-t)")
+    try:
+        proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=3600)
+        ss_s = float(proc.stdout.strip().splitlines()[-1])
+    except Exception as exc:  # noqa: BLE001 - optional comparison
+        return {"what": "SCALE-Sim side by side", "error": str(exc)}
+    chip = load_chip("scalesim_32x32", overrides=[f"cores.arrays.0.rows={rows}", f"cores.arrays.0.cols={cols}"])
+    ours = _timed(lambda: simulate_gemm(chip, layer[0], layer[1], layer[2], dtype="int8", dataflow="ws",
+                                        memory="ideal"))
+    return {"what": f"GEMM M={layer[0]} K={layer[1]} N={layer[2]} on a {rows}x{cols} WS array (SCALE-Sim CALC mode)",
+            "scalesim_s": ss_s, "ours_warm_s": ours["warm_median_s"], "ratio": ss_s / ours["warm_median_s"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="skip the 70B generation benchmark")
+    ap.add_argument("--scalesim-python", default=None, help="python of a venv with `scalesim` installed")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "engine.json"))
+    args = ap.parse_args()
+    from sim.config.registry import load_chip
+
+    npu = load_chip("npu_128x128")
+    results = {"machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
+                           "cpus": __import__("os").cpu_count()}}
+    for name, fn in (("gemm", bench_gemm), ("llama3_8b_prefill", bench_llama8b_prefill), ("memory", bench_memory)):
+        results[name] = fn(npu)
+        print(name, json.dumps(results[name], indent=1), flush=True)
+    if not args.quick:
+        h200 = load_chip("h200_sxm")
+        results["llama3_70b_generate"] = bench_llama70b_generate(h200)
+        print("llama3_70b_generate", json.dumps(results["llama3_70b_generate"], indent=1), flush=True)
+    if args.scalesim_python:
+        results["scalesim"] = bench_scalesim(args.scalesim_python)
+        print("scalesim", json.dumps(results["scalesim"], indent=1), flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"written {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""The event engine against independent truth: SCALE-Sim's closed form, the PE-level
+reference, the roofline bound, monotonicity in bandwidth and SRAM, conservation."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from sim.api import simulate, simulate_gemm
+from sim.config.registry import load_chip
+from sim.dataflow import get_dataflow
+from sim.engine import run as R
+from sim.engine.lower import Options, lower_op, memory_budget
+from sim.errors import MappingError, ShapeError
+from sim.kernels import engine as K
+from sim.mapper.search import block_traffic, search
+from sim.workload.ops import Attention, Copy, Gemm, VectorOp
+
+RNG = np.random.default_rng(20261130)
+SHAPES = [(4, 4, 4), (17, 33, 9), (100, 70, 300), (128, 384, 128), (1, 1000, 37), (512, 64, 65)]
+
+
+@pytest.fixture(scope="module")
+def ss_chip():
+    return load_chip("scalesim_32x32")
+
+
+@pytest.mark.parametrize("df", ["ws", "os", "is"])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_ideal_cycles_equal_scalesim(ss_chip, df, m, k, n):
+    """Stall-free cycles on one 32x32 array = SCALE-Sim's folds x cycles_per_fold - 1."""
+    R_, C_ = 32, 32
+    sr, sc, t = {"os": (m, n, k), "ws": (k, n, m), "is": (k, m, n)}[df]
+    cpf = (R_ + C_ + t - 2) if df == "os" else (2 * R_ + C_ + t - 2)
+    expected = math.ceil(sr / R_) * math.ceil(sc / C_) * cpf - 1
+    r = simulate_gemm(ss_chip, m, k, n, dtype="int8", dataflow=df, memory="ideal")
+    assert r.cycles == expected
+    assert r.compute_cycles == expected
+    assert r.stall_cycles == 0
+
+
+@pytest.mark.parametrize("df", ["ws", "os", "is"])
+def test_ideal_cycles_match_pe_reference(df):
+    """On a tiny array the engine's stall-free count is the PE-level reference's duration
+    minus SCALE-Sim's one-cycle convention, for random shapes."""
+    from sim.reference import simulate_gemm as pe_sim
+
+    chip = load_chip("scalesim_32x32", overrides=["cores.arrays.0.rows=4", "cores.arrays.0.cols=3"])
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        m, k, n = (int(x) for x in rng.integers(1, 12, size=3))
+        A = rng.integers(-3, 4, size=(m, k))
+        B = rng.integers(-3, 4, size=(k, n))
+        ref = pe_sim(get_dataflow(df), A, B, 4, 3)
+        assert np.array_equal(ref.output, A @ B)
+        r = simulate_gemm(chip, m, k, n, dtype="int8", dataflow=df, memory="ideal")
+        assert r.cycles == ref.compute_cycles - 1
+
+
+CHIPS = ["scalesim_32x32", "npu_128x128", "edge_npu", "tpu_v1", "h200_sxm"]
+
+
+@pytest.mark.parametrize("chip_name", CHIPS)
+def test_no_result_beats_the_roofline(chip_name):
+    chip = load_chip(chip_name)
+    dtype = "int8" if chip_name in ("scalesim_32x32", "tpu_v1", "edge_npu") else "bf16"
+    for m, k, n in [(1, 2048, 2048), (256, 1024, 512), (2048, 512, 1024)]:
+        r = simulate_gemm(chip, m, k, n, dtype=dtype)
+        assert r.cycles >= r.roofline_cycles * (1 - 1e-9), (m, k, n, r.cycles, r.roofline_cycles)
+        assert r.macs == m * k * n
+        peak = r.macs / r.cycles
+        assert peak <= sum(a.rows * a.cols * a.count * max(a.macs_per_pe_per_cycle.values())
+                           for a in chip.cores.arrays) * chip.cores.count * 2
+
+
+def _same_mapping_run(chip, op, mapping=None):
+    prob, info = lower_op(chip, op, Options(), chip.cores.count)
+    if mapping is None:
+        mapping = search(prob, chip.cores.count, memory_budget(chip, False))
+    run = R._run_kernel(chip, prob, mapping, False)
+    return run["makespan"], mapping
+
+
+@pytest.mark.parametrize("op", [Gemm("g", 256, 1024, 2048), Gemm("d", 4, 4096, 4096), Copy("c", 8 << 20)])
+def test_more_bandwidth_or_sram_never_slower(op):
+    base = load_chip("npu_128x128")
+    t0, mapping = _same_mapping_run(base, op)
+    for ov in (["memory.levels.hbm.data_rate_gbps_per_pin=9.6"], ["memory.levels.hbm.channels=32"],
+               ["memory.levels.vmem.capacity_kib=8192"], ["noc.bandwidth_bytes_per_cycle=8192"],
+               ["memory.levels.hbm.max_outstanding_requests_per_core=4096"]):
+        fast = load_chip("npu_128x128", overrides=ov)
+        t1, _ = _same_mapping_run(fast, op, mapping)
+        assert t1 <= t0 * 1.001, (ov, t0, t1)
+
+
+def test_macs_conserved_over_tiles():
+    chip = load_chip("npu_128x128")
+    op = Gemm("g", 300, 777, 515, count=3)
+    prob, info = lower_op(chip, op, Options(), chip.cores.count)
+    mapping = search(prob, chip.cores.count, memory_budget(chip, False))
+    run = R._run_kernel(chip, prob, mapping, False)
+    hist = run["hist"]
+    total = 0
+    ranges = run["ranges"]
+    for c in range(hist.shape[0]):
+        mm = ranges[c, 3] - ranges[c, 2] if mapping.distribution == "block" else prob.m
+        nn = ranges[c, 5] - ranges[c, 4] if mapping.distribution == "block" else prob.n
+        for code in range(8):
+            em, ek, en = code >> 2 & 1, code >> 1 & 1, code & 1
+            sm = mapping.tile_m if not em else (mm % mapping.tile_m or mapping.tile_m)
+            sn = mapping.tile_n if not en else (nn % mapping.tile_n or mapping.tile_n)
+            sk = mapping.tile_k if not ek else (prob.k % mapping.tile_k or mapping.tile_k)
+            total += int(hist[c, code]) * sm * sn * sk
+    assert total == op.macs
+
+
+def test_deterministic():
+    chip = load_chip("h200_sxm")
+    op = Gemm("g", 1000, 3000, 2000)
+    R.clear_cache()
+    a = simulate(chip, op)
+    R.clear_cache()
+    b = simulate(chip, op)
+    assert a.to_dict() == b.to_dict()
+
+
+def test_block_dram_traffic_equals_reuse_formula():
+    """Without a chip-level cache the engine moves exactly the bytes the loop order's
+    reuse rule predicts, for every loop order."""
+    chip = load_chip("edge_npu")
+    op = Gemm("g", 200, 300, 250, dtype="int8")
+    prob, info = lower_op(chip, op, Options(), chip.cores.count)
+    budget = memory_budget(chip, False)
+    for order in ("mnk", "nmk", "kmn", "knm", "mkn", "nkm"):
+        p = dataclasses.replace(prob, fixed_order=order, fixed_tiles=(64, 32, 128), distribution="block")
+        mapping = search(p, chip.cores.count, budget)
+        run = R._run_kernel(chip, p, mapping, False)
+        st = run["stats"]
+        rd = st[:, K.S_DRAM_READ].sum()
+        wr = st[:, K.S_DRAM_WRITE].sum()
+        ranges = run["ranges"]
+        exp_rd = exp_wr = 0.0
+        for r in ranges:
+            a, b = block_traffic(p, order, np.array([64]), np.array([32]), np.array([128]), r[3] - r[2],
+                                 r[5] - r[4], p.k, r[1] - r[0])
+            exp_rd += float(a[0])
+            exp_wr += float(b[0])
+        assert rd == pytest.approx(exp_rd, rel=0.02), order
+        assert wr == pytest.approx(exp_wr, rel=0.02), order
+
+
+@pytest.mark.parametrize("op", [Gemm("lm", 8, 4096, 128256), Copy("c", 512 << 20), Gemm("w", 32768, 2048, 1024)])
+def test_extrapolation_close_to_full_simulation(op, monkeypatch):
+    chip = load_chip("npu_128x128")
+    R.clear_cache()
+    fast = simulate(chip, op)
+    assert fast.details["extrapolated"] is not None
+    monkeypatch.setattr(R, "EXTRAPOLATE_STEPS", 10 ** 12)
+    monkeypatch.setattr(R, "EXTRAPOLATE_CHUNKS", 10 ** 12)
+    R.clear_cache()
+    full = simulate(chip, op)
+    assert full.details["extrapolated"] is None
+    assert fast.cycles == pytest.approx(full.cycles, rel=0.05)
+    assert fast.dram_bytes == pytest.approx(full.dram_bytes, rel=0.01)
+    R.clear_cache()
+
+
+def test_huge_problem_runs_in_flat_memory():
+    """M = 10^9 simulates by extrapolation without per-element arrays."""
+    import tracemalloc
+
+    chip = load_chip("npu_128x128")
+    tracemalloc.start()
+    r = simulate(chip, Gemm("huge", 10 ** 9, 4096, 4096))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 200 * 2 ** 20
+    assert r.macs == 10 ** 9 * 4096 * 4096
+    assert r.cycles >= r.roofline_cycles
+
+
+def test_bad_shapes_and_unfit_tiles():
+    with pytest.raises(ShapeError):
+        Gemm("bad", 0, 4, 4)
+    with pytest.raises(ShapeError):
+        Gemm("bad", 4, -1, 4)
+    chip = load_chip("scalesim_32x32", overrides=["memory.levels.sram.capacity_kib=0.01",
+                                                  "memory.levels.sram.partition.input_kib=0.004",
+                                                  "memory.levels.sram.partition.weight_kib=0.003",
+                                                  "memory.levels.sram.partition.output_kib=0.003"])
+    with pytest.raises(MappingError, match="no tile fits"):
+        simulate(chip, Gemm("g", 64, 64, 64, dtype="int8"))
+
+
+def test_split_kv_and_causal_attention_costs():
+    chip = load_chip("npu_128x128")
+    full = simulate(chip, Attention("a", 1, 32, 8, 128, 2048, 2048, causal=False))
+    causal = simulate(chip, Attention("a", 1, 32, 8, 128, 2048, 2048, causal=True))
+    assert causal.cycles < full.cycles
+    assert causal.macs < full.macs
+
+
+def test_vector_op_without_memory_traffic_is_compute_only():
+    chip = load_chip("npu_128x128")
+    r = simulate(chip, VectorOp("dq", "dequant", 1 << 20, 2.0, 0, 0))
+    lanes = chip.cores.vector_unit.lanes * chip.cores.vector_unit.ops_per_lane_per_cycle
+    assert r.dram_bytes == 0
+    assert r.compute_cycles >= (1 << 21) / lanes / chip.cores.count
