@@ -696,7 +696,8 @@ class ChipSpec(_Spec):
     def peak_macs_per_cycle(self, rate_class: str, sparse: bool = False) -> float:
         """Chip-wide MACs per cycle for ``rate_class`` ops (a rate class or format name).
 
-        Sum over cores x arrays x count x rows x cols x rate; arrays lacking the class use
+        An op runs on one kind of array at a time (the engine picks the fastest), so this
+        is cores x the best array's count x rows x cols x rate; arrays lacking the class use
         the next wider class they have; ``sparse=True`` doubles arrays with 2:4 support
         (counting dense-equivalent MACs).  Raises :class:`MappingError` when no array can
         run the class.
@@ -705,7 +706,7 @@ class ChipSpec(_Spec):
         total, usable = 0.0, False
         for a in self.cores.arrays:
             try:
-                total += a.macs_per_cycle(rc, sparse)
+                total = max(total, a.macs_per_cycle(rc, sparse))
                 usable = True
             except MappingError:
                 continue

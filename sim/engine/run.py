@@ -107,9 +107,13 @@ def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[s
     :func:`_extrapolated_waves`), or along k.
     """
     out: dict[str, tuple[int, int]] = {}
-    if mapping.distribution == "cyclic" and prob.count >= 4 * MIN_SAMPLE_ROUNDS[1]:
-        # whole instances (every instance has the same tiles, causal or not)
-        out["count"] = (1, prob.count)
+    if mapping.distribution == "cyclic":
+        # whole instances (every instance has the same tiles, causal or not), in groups
+        # that add whole waves so the tiles keep their cores
+        per_inst = math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
+        group = max(1, mapping.cores_used // math.gcd(mapping.cores_used, per_inst))
+        if prob.count // group >= 4 * MIN_SAMPLE_ROUNDS[1]:
+            out["count"] = (group, prob.count // group)
     single_wave = mapping.distribution == "cyclic" and (
         prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n) <= mapping.cores_used)
     if prob.reduction and not prob.causal and (single_wave or not has_chip_cache):
@@ -261,6 +265,12 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             run["dram_stats"] = run["dram_state"][-1]
             run["extrapolated"] = None
         res = _result(chip, op, p, mapping, mapping.compute, run, ideal)
+        if run.get("extrapolated") and res.cycles < res.roofline_cycles:
+            # an extrapolation that beats the roofline is wrong: simulate in full
+            run = _run_kernel(chip, p, mapping, ideal)
+            run["dram_stats"] = run["dram_state"][-1]
+            run["extrapolated"] = None
+            res = _result(chip, op, p, mapping, mapping.compute, run, ideal)
         if split > 1:
             res = _merge(res, simulate_op(chip, _split_k_reduction(op, split), Options(memory=options.memory)))
         if best is None or res.seconds < best.seconds:
