@@ -12,6 +12,8 @@ from sim.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec
 
 DEVICES = list(EXAMPLE_DEVICES)
 PLENTY = 1 << 16          # outstanding requests that cover latency and refresh stalls
+# the brief's target devices: the default chip's HBM3 and the HBM2/HBM3 examples
+TARGETS = ["npu_128x128", "hbm2_8gb_x128", "hbm3_16gb_8hi"]
 
 
 def params(name: str, **changes) -> DramParams:
@@ -20,6 +22,28 @@ def params(name: str, **changes) -> DramParams:
 
 def no_refresh(name: str, **changes) -> DramParams:
     return params(name, t_refi_ns=0.0, **changes)
+
+
+def target_params(name: str, **changes) -> DramParams:
+    """An example device, or the DRAM of a chip in arch_configs/ (``npu_128x128``)."""
+    if name in EXAMPLE_DEVICES:
+        return params(name, **changes)
+    from sim.config.registry import load_chip
+    return DramParams.from_spec(load_chip(name).memory.dram, **changes)
+
+
+def little_window(p: DramParams) -> int:
+    """Outstanding access-granularity requests = 2 x peak bytes/ns x unloaded latency / G."""
+    return int(round(2 * p.peak_bytes_per_s * 1e-9 * p.closed_form_read_latency_ns("empty")
+                     / p.access_bytes))
+
+
+def concurrent_streams(p: DramParams, n_streams: int, total: int, window: int, **kw) -> dict:
+    """``n_streams`` sequential read streams at 64 MiB-aligned bases sharing ``window``
+    requests (count limit, as the engine), ``total`` bytes in all."""
+    bases = np.arange(n_streams, dtype=np.int64) << 26
+    return DramModel(p).stream_multi(bases, total // n_streams, np.arange(n_streams),
+                                     max(1, window // n_streams), in_order=False, **kw)
 
 
 def random_aligned(p: DramParams, size: int, n: int, seed: int = 0) -> np.ndarray:
@@ -116,6 +140,64 @@ def test_mapping_is_channel_first_and_a_bijection():
         assert (counts == p.row_buffer_bytes // il).all()     # no two blocks collide
 
 
+def _mapping_cases():
+    yield from ((name, params(name)) for name in DEVICES)
+    yield "npu_128x128", target_params("npu_128x128")
+    # not powers of two (an H200-like 94 x 2 pseudo-channels, 48 banks; 3 x 12 banks)
+    yield "odd_h200", params("hbm3_16gb_8hi", channels=94, banks_per_pseudo_channel=48,
+                             capacity_gib=141.0)
+    yield "odd_small", params("hbm2_8gb_x128", channels=3, banks_per_pseudo_channel=12)
+
+
+@pytest.mark.parametrize("case", list(_mapping_cases()), ids=lambda c: c[0])
+def test_hash_is_a_bijection_for_any_upper_bits(case):
+    """For any fixed row and column block, the pseudo-channel bits and bank bits map onto
+    every (pseudo-channel, bank) pair exactly once, also for rows far up in the device."""
+    _, p = case
+    m = DramModel(p)
+    npc, nb = p.num_pseudo_channels, p.banks_per_pseudo_channel
+    il, bpr = p.interleave_bytes, p.row_buffer_bytes // p.interleave_bytes
+    rows = p.capacity_bytes // (npc * nb * p.row_buffer_bytes)
+    rng = np.random.default_rng(3)
+    for row in [0, 1, rows - 1, *rng.integers(0, rows, 6)]:
+        col = int(rng.integers(0, bpr))
+        blocks = ((int(row) * nb + np.arange(nb)[:, None]) * bpr + col) * npc + np.arange(npc)[None, :]
+        dec = np.array([K.dram_decode(m.p, np.int64(b * il)) for b in blocks.ravel()])
+        assert (dec[:, 2] == row).all()
+        pairs = set(zip(dec[:, 0].tolist(), dec[:, 1].tolist()))
+        assert len(pairs) == npc * nb, (row, len(pairs))
+
+
+@pytest.mark.parametrize("name", TARGETS + ["ddr4_3200_2ch"])
+def test_hash_folds_every_upper_address_bit(name):
+    """Flipping any address bit above the interleave offset moves the block to another
+    pseudo-channel, and any row bit to another bank (XOR folding of all upper bits), so
+    streams 64 MiB apart, or tiles of one tensor, do not share banks."""
+    p = target_params(name)
+    m = DramModel(p)
+    npc, nb = p.num_pseudo_channels, p.banks_per_pseudo_channel
+    il_bits = p.interleave_bytes.bit_length() - 1
+    row_bit0 = (npc * p.row_buffer_bytes * nb).bit_length() - 1
+    top = p.capacity_bytes.bit_length() - 1
+    rng = np.random.default_rng(5)
+    for a in rng.integers(0, p.capacity_bytes // 2, 20) // p.interleave_bytes * p.interleave_bytes:
+        pc0, b0, r0 = K.dram_decode(m.p, np.int64(a))
+        for k in range(il_bits, top):
+            pc1, b1, r1 = K.dram_decode(m.p, np.int64(a ^ (1 << k)))
+            if npc > 1:
+                assert pc1 != pc0, (hex(int(a)), k)
+            if k >= row_bit0:
+                assert b1 != b0 and r1 != r0, (hex(int(a)), k)
+    # 16 streams at 64 MiB-aligned bases, same offset: 16 different banks (DDR4 has
+    # only 2 x 8 (channel, bank) pairs, and a linear XOR fold of 4 varying bits cannot
+    # spread 16 streams over all 16 of them: half do)
+    for off in rng.integers(0, 64 << 20, 8) // 64 * 64:
+        dec = [K.dram_decode(m.p, np.int64((r << 26) + off)) for r in range(16)]
+        assert len({(pc, b) for pc, b, _ in dec}) >= min(16, npc * nb // 2)
+        if npc * nb >= 64:
+            assert len({b for _, b, _ in dec}) == min(16, nb)
+
+
 # ------------------------------------------------------------------ closed forms
 @pytest.mark.parametrize("name", DEVICES)
 def test_isolated_read_latency_matches_closed_form(name):
@@ -183,12 +265,51 @@ def test_one_outstanding_request_is_latency_bound(name):
 
 # ---------------------------------------------------------------- bandwidth shape
 @pytest.mark.parametrize("name", DEVICES)
-def test_long_sequential_stream_reaches_85_to_95_percent(name):
-    m = DramModel(name)
-    r = m.stream([0], [256 << 20], max_outstanding=PLENTY)
-    assert 0.85 <= r["efficiency"] <= 0.95, r["efficiency"]
+def test_long_sequential_stream_reaches_85_percent_and_refresh_costs_something(name):
+    p = params(name)
+    r = DramModel(p).stream([0], [256 << 20], max_outstanding=PLENTY)
     assert r["row_hit_rate"] >= 0.7
     assert r["refreshes"] > 0
+    if p.refresh_mode_effective == "all_bank":       # DDR4: the brief's 85-95 %
+        assert 0.85 <= r["efficiency"] <= 0.95, r["efficiency"]
+    else:                                            # per-bank refresh hides most of it
+        assert 0.85 <= r["efficiency"] < 1.0, r["efficiency"]
+        ideal = DramModel(no_refresh(name)).stream([0], [64 << 20], max_outstanding=PLENTY)
+        with_ref = DramModel(p).stream([0], [64 << 20], max_outstanding=PLENTY)
+        assert with_ref["efficiency"] < ideal["efficiency"]
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_target_streams_with_littles_law_window(name):
+    """One stream with 2 x peak x unloaded latency in flight reaches >= 85 % of peak; 4 and
+    16 concurrent sequential streams at 64 MiB-aligned bases sharing the same window
+    reach >= 80 % (they used to collapse to 19-27 % on the npu_128x128 HBM3)."""
+    p = target_params(name)
+    w = little_window(p)
+    for n_streams, floor in ((1, 0.85), (4, 0.80), (16, 0.80)):
+        r = concurrent_streams(p, n_streams, 32 << 20, w)
+        assert r["efficiency"] >= floor, (n_streams, r["efficiency"])
+        if n_streams == 1:
+            assert r["row_hit_rate"] >= 0.7
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_target_random_64B_reads_stay_far_lower(name):
+    p = target_params(name)
+    w = little_window(p)
+    addrs = random_aligned(p, 64, 40_000)
+    seq = concurrent_streams(p, 1, 16 << 20, w)["efficiency"]
+    for m_out in (w, PLENTY):
+        r = DramModel(p).stream(addrs, 64, max_outstanding=m_out, in_order=False)
+        assert r["efficiency"] < 0.45, (m_out, r["efficiency"])
+        assert r["efficiency"] < 0.6 * seq
+        assert r["row_hit_rate"] < 0.05
+
+
+def test_ddr4_stream_still_85_to_95_percent_with_a_window():
+    p = params("ddr4_3200_2ch")
+    r = concurrent_streams(p, 1, 32 << 20, 4 * little_window(p))
+    assert 0.85 <= r["efficiency"] <= 0.95, r["efficiency"]
 
 
 @pytest.mark.parametrize("name", DEVICES)
@@ -196,7 +317,9 @@ def test_random_small_reads_are_far_slower(name):
     m = DramModel(name)
     p = m.params
     r = m.stream(random_aligned(p, 64, 100_000), 64, max_outstanding=PLENTY)
-    assert r["efficiency"] < 0.40, r["efficiency"]
+    # bounded by one ACT per max(tRRD, tFAW/4) per pseudo-channel, and by bank cycles
+    act_bound = 64 / p.act_slot_ns / (p.peak_bytes_per_s * 1e-9 / p.num_pseudo_channels)
+    assert r["efficiency"] < min(0.6, act_bound), (r["efficiency"], act_bound)
     assert r["row_hit_rate"] < 0.05
 
 
@@ -208,8 +331,9 @@ def test_bandwidth_grows_with_transfer_size_and_saturates(name):
         n = max(8, (16 << 20) // size)
         r = DramModel(p).stream(random_aligned(p, size, n, seed=size), size, max_outstanding=PLENTY)
         effs.append(r["efficiency"])
-    assert all(b >= a * 0.99 for a, b in zip(effs, effs[1:])), effs
-    assert effs[-1] > 3 * effs[0]
+    # near saturation the phase of the (per-bank) refreshes moves results by up to ~2 %
+    assert all(b >= a * 0.98 for a, b in zip(effs, effs[1:])), effs
+    assert effs[-1] > 1.5 * effs[0]
     assert effs[-1] == pytest.approx(effs[-2], rel=0.02)        # saturated
     assert effs[-1] >= 0.85
 
@@ -229,7 +353,7 @@ def test_bandwidth_grows_with_outstanding_requests_and_saturates(name):
     for m_out in (64, 1024):
         a = DramModel(p).stream([0], [8 << 20], max_outstanding=m_out)["efficiency"]
         b = DramModel(p).stream([0], [8 << 20], max_outstanding=m_out, in_order=False)["efficiency"]
-        assert b >= a * 0.999
+        assert b >= a * 0.995
 
 
 def test_several_requesters_share_the_device():
@@ -248,11 +372,11 @@ def test_several_requesters_share_the_device():
 
 
 @pytest.mark.parametrize("name", DEVICES)
-def test_refresh_costs_about_trfc_over_trefi(name):
+def test_all_bank_refresh_costs_about_trfc_over_trefi(name):
     size = 128 << 20
-    with_ref = DramModel(params(name)).stream([0], [size], max_outstanding=PLENTY)
+    p = params(name, refresh_mode="all_bank")
+    with_ref = DramModel(p).stream([0], [size], max_outstanding=PLENTY)
     without = DramModel(no_refresh(name)).stream([0], [size], max_outstanding=PLENTY)
-    p = params(name)
     overhead = with_ref["seconds"] / without["seconds"] - 1.0
     ratio = p.t_rfc_ns / p.t_refi_ns
     # tRFC/tREFI plus the precharge and re-activation around each refresh
@@ -262,8 +386,50 @@ def test_refresh_costs_about_trfc_over_trefi(name):
     assert without["refreshes"] == 0
 
 
-def test_determinism_bit_for_bit():
-    p = params("hbm3_16gb_8hi")
+def test_refresh_mode_and_trfcpb_defaults():
+    assert params("ddr4_3200_2ch").refresh_mode_effective == "all_bank"
+    for name in ("hbm2_8gb_x128", "hbm3_16gb_8hi", "lpddr5_6400_x256"):
+        assert params(name).refresh_mode_effective == "per_bank"
+    npu = target_params("npu_128x128")
+    assert npu.refresh_mode_effective == "per_bank"
+    # cited tRFCpb: Ramulator2 HBM3 (<= 8 Gb per pseudo-channel), HBM2 REFSB, LPDDR5 8 Gb
+    assert npu.t_rfc_pb_effective_ns == 200.0
+    assert params("hbm3_16gb_8hi").t_rfc_pb_effective_ns == 200.0
+    assert params("hbm3_16gb_8hi", capacity_gib=64.0).t_rfc_pb_effective_ns == 250.0
+    assert params("hbm2_8gb_x128").t_rfc_pb_effective_ns == 160.0
+    assert params("lpddr5_6400_x256").t_rfc_pb_effective_ns == 120.0
+    assert params("ddr4_3200_2ch", refresh_mode="per_bank").t_rfc_pb_effective_ns == \
+        pytest.approx(350.0 * 4 / 7)
+    assert params("hbm2_8gb_x128", t_rfc_pb_ns=90.0).t_rfc_pb_effective_ns == 90.0
+    assert params("hbm2_8gb_x128", refresh_mode="all_bank").refresh_mode_effective == "all_bank"
+    ns = SimpleNamespace(**dict(EXAMPLE_DEVICES["hbm2_8gb_x128"], refresh_mode="per_bank",
+                                t_rfc_pb_ns=150.0))
+    q = DramParams.from_spec(ns)
+    assert q.to_array()[K.P_T_RFC_PB] == 150.0 and q.to_array()[K.P_REFRESH_PER_BANK] == 1.0
+    with pytest.raises(ConfigError, match="refresh_mode"):
+        params("hbm2_8gb_x128", refresh_mode="per_rank")
+    with pytest.raises(ConfigError, match="scheduler"):
+        params("hbm2_8gb_x128", scheduler="fifo")
+
+
+@pytest.mark.parametrize("name", ["npu_128x128", "hbm3_16gb_8hi", "lpddr5_6400_x256"])
+def test_per_bank_refresh_blocks_one_bank_not_the_channel(name):
+    p = target_params(name)
+    w = little_window(p)
+    per_bank = concurrent_streams(p, 1, 32 << 20, w)
+    all_bank = concurrent_streams(p.replace(refresh_mode="all_bank"), 1, 32 << 20, w)
+    assert per_bank["efficiency"] > all_bank["efficiency"] + 0.05
+    # one bank refresh per pseudo-channel every tREFI / banks
+    expected = per_bank["seconds"] * 1e9 / (p.t_refi_ns / p.banks_per_pseudo_channel) \
+        * p.num_pseudo_channels
+    assert per_bank["refreshes"] == pytest.approx(expected, rel=0.05)
+    expected = all_bank["seconds"] * 1e9 / p.t_refi_ns * p.num_pseudo_channels
+    assert all_bank["refreshes"] == pytest.approx(expected, rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["hbm3_16gb_8hi", "ddr4_3200_2ch"])
+def test_determinism_bit_for_bit(name):
+    p = params(name)
     rng = np.random.default_rng(7)
     n = 3000
     addrs = random_aligned(p, 64, n) + rng.integers(0, 8, n) * 4
@@ -283,10 +449,11 @@ def test_determinism_bit_for_bit():
         assert np.array_equal(x, y)
 
 
-@pytest.mark.parametrize("name", DEVICES)
+@pytest.mark.parametrize("name", DEVICES + ["npu_128x128"])
 def test_more_channels_or_faster_pins_never_slower(name):
-    """For bandwidth-bound streams (plenty of requests in flight)."""
-    base = params(name)
+    """For bandwidth-bound streams (plenty of requests in flight, or a long stream with a
+    well-sized window)."""
+    base = target_params(name)
     streams = [
         (np.array([0]), 32 << 20),
         (random_aligned(base, 4096, 4000, seed=1), 4096),
@@ -298,22 +465,40 @@ def test_more_channels_or_faster_pins_never_slower(name):
         t0 = DramModel(base).stream(addrs, size, max_outstanding=PLENTY)["seconds"]
         for v in variants:
             t1 = DramModel(v).stream(addrs, size, max_outstanding=PLENTY)["seconds"]
-            assert t1 <= t0 * (1 + 1e-3), (v.channels, v.data_rate_gbps_per_pin, t1 / t0)
+            # Random 64 B reads are bound by activations, not by the pins; with faster
+            # pins the same controller queue (in bursts) looks less far ahead in time, so
+            # the ACT-bound stream may lose a few per cent.  Everything else: never slower.
+            tol = 0.03 if (size == 64 and v.channels == base.channels) else 1e-3
+            assert t1 <= t0 * (1 + tol), (size, v.channels, v.data_rate_gbps_per_pin, t1 / t0)
+    # long streams with a well-sized window (the base device's Little's-law window)
+    w = little_window(base)
+    for n_streams in (1, 4):
+        t0 = concurrent_streams(base, n_streams, 32 << 20, w)["seconds"]
+        for v in variants:
+            t1 = concurrent_streams(v, n_streams, 32 << 20, w)["seconds"]
+            assert t1 <= t0 * (1 + 1e-3), (n_streams, v.channels, v.data_rate_gbps_per_pin, t1 / t0)
 
 
 def test_state_layout_and_stats_names():
     p = params("lpddr5_6400_x256")
     st = p.new_state()
-    assert len(st) == 5
-    bank_row, bank_t, pc_t, pc_i, stats = st
+    assert len(st) == 6 and K.ST_STATS == len(st) - 1      # the engine reads state[-1]
+    bank_row, bank_t, pc_t, pc_i, bank_i, stats = st
     n_pc = p.num_pseudo_channels
     assert bank_row.shape == (n_pc * p.banks_per_pseudo_channel,) and (bank_row == -1).all()
     assert bank_t.shape == (bank_row.shape[0], K.N_BANK_T)
+    assert bank_i.shape == (bank_row.shape[0], K.N_BANK_I)
     assert pc_t.shape == (n_pc, K.N_PC_T) and pc_i.shape == (n_pc, K.N_PC_I)
     assert stats.shape == (K.N_STATS,)
-    # staggered refresh: every pseudo-channel at a different phase within tREFI
+    # staggered refresh: every pseudo-channel at a different phase of the refresh interval
+    # (LPDDR5 refreshes per bank: one bank every tREFI / banks)
+    assert p.refresh_mode_effective == "per_bank"
+    interval = p.t_refi_ns / p.banks_per_pseudo_channel
     first = np.sort(pc_t[:, K.C_NEXT_REFRESH])
-    assert np.allclose(first, (np.arange(n_pc) + 1) * p.t_refi_ns / n_pc)
+    assert np.allclose(first, (np.arange(n_pc) + 1) * interval / n_pc)
+    q = p.replace(refresh_mode="all_bank")
+    first = np.sort(q.new_state()[K.ST_PC_T][:, K.C_NEXT_REFRESH])
+    assert np.allclose(first, (np.arange(n_pc) + 1) * q.t_refi_ns / n_pc)
     m = DramModel(p)
     m.stream([0], [1 << 20], max_outstanding=256)
     s = m.stats
@@ -322,3 +507,97 @@ def test_state_layout_and_stats_names():
     assert m.now_ns == s["last_done_ns"] > 0
     m.reset()
     assert m.now_ns == 0 and m.stats["requests"] == 0
+
+
+# ------------------------------------------------------------------ FR-FCFS scheduling
+def _shared_bank_streams(p: DramParams, n_streams: int, total: int, window: int) -> dict:
+    """Streams that hit the same banks in lockstep (plain mapping, bases a multiple of the
+    bank-interleave span apart): every row visit of one stream conflicts with another's."""
+    span = p.num_pseudo_channels * p.row_buffer_bytes * p.banks_per_pseudo_channel
+    blk = 4096
+    n = total // n_streams // blk
+    addrs = (np.arange(n_streams, dtype=np.int64)[None, :] * 7 * span
+             + np.arange(n, dtype=np.int64)[:, None] * blk).ravel()
+    req = np.tile(np.arange(n_streams), n)
+    return DramModel(p).stream_multi(addrs, blk, req, max(1, window // n_streams), in_order=False)
+
+
+def test_frfcfs_batches_rows_of_streams_that_share_banks():
+    p = target_params("npu_128x128", address_hash=False)
+    w = little_window(p)
+    fr = _shared_bank_streams(p, 4, 8 << 20, w)
+    fc = _shared_bank_streams(p.replace(scheduler="fcfs"), 4, 8 << 20, w)
+    assert fr["reordered_hits"] > 0 and fc["reordered_hits"] == 0
+    assert fr["row_hit_rate"] > 0.6 > 0.2 > fc["row_hit_rate"]
+    assert fr["activates"] < 0.5 * fc["activates"]
+    assert fr["efficiency"] > 2.0 * fc["efficiency"]
+    # the bypass cap: one hit per batch past an older conflict leaves more activations
+    capped = _shared_bank_streams(p.replace(row_hit_cap=1), 4, 8 << 20, w)
+    assert fr["activates"] < capped["activates"] <= fc["activates"]
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_one_stream_per_bank_is_served_fcfs(name):
+    """A single sequential stream never asks for a row after another row displaced it, so
+    no request is reordered within a bank; its row-buffer outcome equals strict FCFS."""
+    p = target_params(name, t_refi_ns=0.0)
+    w = little_window(p)
+    fr = concurrent_streams(p, 1, 16 << 20, w)
+    fc = concurrent_streams(p.replace(scheduler="fcfs"), 1, 16 << 20, w)
+    assert fr["reordered_hits"] == 0
+    assert (fr["row_hits"], fr["row_conflicts"], fr["activates"]) == \
+        (fc["row_hits"], fc["row_conflicts"], fc["activates"])
+    assert fr["efficiency"] >= fc["efficiency"] * 0.999
+
+
+@pytest.mark.parametrize("name", ["npu_128x128", "ddr4_3200_2ch"])
+def test_physical_sanity_of_the_reordered_schedule(name):
+    """Replay mixed traffic (sequential reads, random reads, sequential writes, shared
+    banks) one chunk at a time and check the schedule the model commits to: data bursts
+    of one pseudo-channel never overlap, ACTs of one pseudo-channel are >= tRRD apart
+    and any five span >= tFAW, ACTs of one bank are >= tRAS + tRP apart, and data never
+    starts before ACT + tRCD + tCL (tCWL for writes) of its row."""
+    p = target_params(name)
+    m = DramModel(p)
+    g, il = p.access_bytes, p.interleave_bytes
+    rng = np.random.default_rng(11)
+    n = 12_000
+    kind = rng.integers(0, 3, n)
+    seq_r = np.arange(n, dtype=np.int64) * il
+    seq_w = (p.capacity_bytes // 2) + np.arange(n, dtype=np.int64) * il
+    rnd = random_aligned(p, 64, n, seed=12)
+    size = np.where(kind == 1, 64, il)
+    addr = np.where(kind == 0, seq_r, np.where(kind == 1, rnd, seq_w))
+    t = np.cumsum(rng.exponential(0.9 * il / (p.peak_bytes_per_s * 1e-9 * p.num_pseudo_channels) / 4, n))
+    bank_t = m.state[K.ST_BANK_T]
+    stats = m.state[K.ST_STATS]
+    data = {}
+    acts = {}
+    bank_acts = {}
+    for i in range(n):
+        pc, bank, _ = K.dram_decode(m.p, np.int64(addr[i]))
+        b = pc * p.banks_per_pseudo_channel + bank
+        n_act = stats[K.S_ACTIVATES]
+        write = bool(kind[i] == 2)
+        done = m.access(int(addr[i]), int(size[i]), float(t[i]), is_write=write)
+        end = done if write else done - p.controller_latency_ns
+        start = end - int(size[i]) // g * p.slot_ns
+        data.setdefault(int(pc), []).append((start, end))
+        if stats[K.S_ACTIVATES] > n_act:
+            t_act = bank_t[b, K.B_ACT]
+            acts.setdefault(int(pc), []).append(t_act)
+            bank_acts.setdefault(int(b), []).append(t_act)
+            lat = p.t_cwl_ns if (write and p.t_cwl_ns is not None) else p.t_cl_ns
+            assert start >= t_act + p.t_rcd_ns + lat - 1e-9
+    eps = 1e-9
+    for iv in data.values():
+        iv.sort()
+        for (s0, e0), (s1, _) in zip(iv, iv[1:]):
+            assert s1 >= e0 - eps
+    for ts in acts.values():
+        ts = np.sort(ts)
+        assert (np.diff(ts) >= p.t_rrd_ns - eps).all()
+        assert (ts[4:] - ts[:-4] >= p.t_faw_ns - eps).all()
+    for ts in bank_acts.values():
+        assert (np.diff(np.sort(ts)) >= p.t_ras_ns + p.t_rp_ns - eps).all()
+    assert m.stats["hole_fills"] > 0

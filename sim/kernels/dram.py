@@ -7,11 +7,12 @@ is a convenience built on it.  Kernels see only NumPy arrays and scalars:
            and indexed by the ``P_*`` constants below.  Times are nanoseconds.
 ``state``  tuple of arrays made by :meth:`sim.memory.dram.DramParams.new_state`::
 
-               (bank_row   int64[n_banks]          open row per bank, -1 = closed
-                bank_t     float64[n_banks, 4]     per-bank times, ``B_*`` columns
-                pc_t       float64[n_pc, 8]        per-pseudo-channel times, ``C_*`` columns
-                pc_i       int64[n_pc, 3]          per-pseudo-channel integers, ``I_*`` columns
-                stats      float64[N_STATS]        counters, ``S_*`` indices)
+               (bank_row   int64[n_banks]            open row per bank, -1 = closed
+                bank_t     float64[n_banks, N_BANK_T] per-bank times, ``B_*`` columns
+                pc_t       float64[n_pc, N_PC_T]     per-pseudo-channel times, ``C_*``
+                pc_i       int64[n_pc, N_PC_I]       per-pseudo-channel integers, ``I_*``
+                bank_i     int64[n_banks, N_BANK_I]  per-bank integers, ``BI_*`` columns
+                stats      float64[N_STATS]          counters, ``S_*`` indices; always last)
 
            ``n_pc`` = channels x pseudo-channels per channel (all stacks);
            ``n_banks`` = n_pc x banks per pseudo-channel; bank ``b`` of pseudo-channel
@@ -20,24 +21,48 @@ is a convenience built on it.  Kernels see only NumPy arrays and scalars:
 The model (see docs/dram_model.md for the full description and its sources):
 
 * Address mapping, channel first: ``addr = [row | bank | column block | pseudo-channel |
-  offset]`` where ``offset`` spans one interleave block.  Consecutive interleave blocks go
-  to consecutive pseudo-channels, then to the next column block of the same row, then to
-  the next bank, then the next row.  With hashing on (default) the pseudo-channel index is
-  rotated by a multiplicative hash of the upper address bits and the bank index is XORed
-  with the low row bits (permutation interleaving) - both are bijections, so a sequential
-  stream still visits every pseudo-channel once per ``n_pc`` blocks and stays in an open
-  row, while power-of-two strides no longer pile onto one channel or bank.
-* Per bank: open-page policy, FCFS.  Row hit = CAS only; row empty = ACT (+tRCD);
-  row conflict = PRE (not before tRAS after the ACT, tRTP after the last read CAS, tWR
-  after the last write data) + tRP, then ACT + tRCD.
-* Per pseudo-channel: ACTs spaced by tRRD and at most four in any tFAW window (ACTs are
-  issued in arrival order); one shared data bus on which bursts are serialised in arrival
-  order, each access-granularity burst taking ``max(burst time, tCCD)``; read data start
-  tCL after the CAS, write data tCWL after it; read<->write turnaround (tRTW bubble,
-  tWTR + tCL bubble) paid at most once per batch of ``write_batch`` write bursts, the way
-  a controller drains its write queue; all-bank refresh every tREFI, staggered across
-  pseudo-channels, which waits for in-flight work, precharges, blocks the pseudo-channel
-  for tRFC and closes every row.
+  offset]`` where ``offset`` spans one interleave block.  With hashing on (default) the
+  pseudo-channel index is XORed with every log2(n_pc)-bit group of all the address bits
+  above it, and the bank index with every log2(banks)-bit group of the row number
+  (XOR folding, as real controllers do).  Both are bijections for fixed upper bits, so a
+  sequential stream still visits every pseudo-channel once per ``n_pc`` blocks and stays
+  in an open row, while streams whose addresses differ only in high bits (bases 64 MiB
+  apart, tiles of one tensor) land in different banks and channels.
+* Per bank: open page.  Row hit = CAS only; row empty = ACT (+tRCD); row conflict = PRE
+  (not before tRAS after the ACT, tRTP after the last read CAS, tWR after the last write
+  data) + tRP, then ACT + tRCD.
+* Per pseudo-channel: an ACT calendar (every ACT takes a max(tRRD, tFAW/4) slot, so ACTs
+  are >= tRRD apart and any five span >= tFAW) and one shared data bus on which each
+  access-granularity burst takes ``max(burst time, tCCD)``; read data start tCL after the
+  CAS, write data tCWL after it.  Writes are posted and drained in batches of
+  ``write_batch`` bursts: while reads are in the mix, each write burst also occupies the
+  bus for its share of one read->write plus one write->read turnaround per batch
+  ((tRTW + tWTR + tCL) / write_batch), instead of per-request bubbles.
+* Refresh, staggered across pseudo-channels: all-bank (the pseudo-channel waits for its
+  in-flight work, precharges, is blocked for tRFC every tREFI, all rows close) or
+  per-bank (one bank at a time for tRFCpb, one every tREFI/banks, the controller picking,
+  in round-robin order, the next bank of the round that has no work scheduled past the
+  due time; the other banks keep working).
+* Scheduling, FR-FCFS approximated in one time-ordered pass, without revising any
+  completion time already returned:
+
+  - admission: the controller queue holds ``P_WINDOW_NS`` of data-bus work per
+    pseudo-channel; a request is seen (may activate, precharge, be reordered) once the
+    data-bus work booked ahead of it fits in the queue (both schedulers);
+  - ready requests first: both calendars remember up to ``N_HOLES`` gaps left by older
+    requests that wait for their bank (precharge, activation, refresh), and a younger
+    request whose bank is ready takes the earliest gap that fits, so a blocked bank no
+    longer stalls its whole pseudo-channel;
+  - row hits first: each bank remembers the last ``N_RECENT`` rows displaced by a
+    younger conflicting request.  A request to such a row that the controller sees
+    before that row was actually precharged (it would have been in the queue while the
+    row was open, so FR-FCFS would have served it as a hit ahead of the conflict) is
+    served as a hit of that row's batch, its CAS scheduled after the batch in progress,
+    at most ``P_ROW_HIT_CAP`` times per batch (the bypass cap).  Its cost is that of the
+    legal FR-FCFS schedule (one CAS slot, no PRE/ACT); only which of the two requests
+    gets which slot differs.  With one stream per bank no row is ever asked for again
+    after being displaced, so this never triggers and the bank is FCFS.
+
 * A read completes when its last data beat is delivered plus the fixed controller/PHY
   latency; a write completes when its last data beat is on the bus (posted).
 """
@@ -74,19 +99,32 @@ P_T_CWL = 20
 P_T_RAS = 21
 P_T_RRD = 22
 P_T_FAW = 23
-P_T_RFC = 24
+P_T_RFC = 24                 # all-bank refresh
 P_T_REFI = 25                # <= 0 disables refresh
 P_T_WR = 26
 P_T_RTP = 27
 P_T_WTR = 28
 P_T_RTW = 29                 # read->write data-bus bubble, ns
 P_CTRL_LATENCY = 30          # added to every read's completion, ns
-P_WRITE_BATCH = 31           # write bursts per read/write turnaround pair
+P_WRITE_BATCH = 31           # write bursts drained per read/write turnaround pair
 P_READ_PJ_PER_BYTE = 32      # 0 when unknown
 P_WRITE_PJ_PER_BYTE = 33
 P_PEAK_BYTES_PER_NS = 34
 P_MAX_OUTSTANDING = 35       # per core, access-granularity requests (engine-side)
-N_PARAMS = 36
+P_REFRESH_PER_BANK = 36      # 1.0 = per-bank refresh (REFpb / REFsb), 0.0 = all-bank
+P_T_RFC_PB = 37              # per-bank refresh duration, ns
+P_T_REFI_PB = 38             # tREFI / banks: one bank refresh per pseudo-channel this often
+P_T_ACT_SLOT = 39            # max(tRRD, tFAW / 4): ACT calendar slot width, ns
+P_FRFCFS = 40                # 1.0 = FR-FCFS approximation, 0.0 = strict FCFS
+P_WINDOW_NS = 41             # controller look-ahead per pseudo-channel: queued bus work, ns
+P_ROW_HIT_CAP = 42           # most hits one row batch may take past an older conflict
+P_PC_POLY = 43               # 6 values: the pseudo-channel hash polynomial (see _gf2_hash):
+                             # k1, k2, k3 (poly = x**shift + x**k3 + x**k2 + x**k1 + 1; 0 =
+                             # absent), fold period, fold rounds, reduction steps
+P_BANK_POLY = 49             # same for the bank hash
+P_T_TURN_PER_WRITE = 55      # (tRTW + tWTR + tCL) / write batch: bubble share per write burst
+P_RW_HORIZON = 56            # a read this recent (ns before a write) puts reads in the mix
+N_PARAMS = 57
 
 # --------------------------------------------------------------------------------------
 # State layout.
@@ -95,51 +133,62 @@ ST_BANK_ROW = 0
 ST_BANK_T = 1
 ST_PC_T = 2
 ST_PC_I = 3
-ST_STATS = 4
+ST_BANK_I = 4
+ST_STATS = 5           # always last: the engine reads state[-1]
+
+N_RECENT = 3           # recently displaced rows remembered per bank
+N_HOLES = 2            # free intervals remembered per calendar (data bus, ACT)
 
 # bank_t columns
 B_ACT = 0          # time of the last ACT
 B_CAS_READY = 1    # earliest CAS to the open row (ACT + tRCD)
 B_PRE_READY = 2    # earliest PRE (tRAS, tRTP, tWR)
 B_ACT_READY = 3    # earliest ACT while closed (after refresh)
-N_BANK_T = 4
+B_CLOSE0 = 4       # B_CLOSE0 .. +N_RECENT-1: when each remembered row was closed (extended)
+N_BANK_T = B_CLOSE0 + N_RECENT
+
+# bank_i columns
+BI_ROW0 = 0                   # remembered rows (-1 = none)
+BI_DEF0 = BI_ROW0 + N_RECENT  # hits each remembered row took after it was closed
+N_BANK_I = BI_DEF0 + N_RECENT
 
 # pc_t columns
-C_BUS_FREE = 0         # data bus free from this time
-C_NEXT_REFRESH = 1     # next nominal refresh
+C_BUS_FREE = 0         # data bus frontier: free from this time on
+C_NEXT_REFRESH = 1     # next nominal refresh (all-bank) or bank refresh (per-bank)
 C_LAST_WRITE_END = 2   # end of the last write data on the bus
 C_LAST_READ_END = 3    # end of the last read data on the bus
-C_ACT0 = 4             # C_ACT0..C_ACT0+3: ring of the last four ACT times
-N_PC_T = 8
+C_ACT_FREE = 4         # ACT calendar frontier
+C_BUS_HOLES = 5        # N_HOLES (start, end) pairs: free intervals before C_BUS_FREE
+C_ACT_HOLES = C_BUS_HOLES + 2 * N_HOLES   # same for the ACT calendar
+N_PC_T = C_ACT_HOLES + 2 * N_HOLES
 
 # pc_i columns
-I_ACT_PTR = 0          # ring slot of the oldest of the last four ACTs
-I_LAST_DIR = 1         # 0 = idle, 1 = read, 2 = write
-I_WRITE_CREDIT = 2     # write bursts left in the current write batch
-N_PC_I = 3
-
-DIR_NONE = 0
-DIR_READ = 1
-DIR_WRITE = 2
+I_REF_BANK = 0         # round-robin pointer of the per-bank refresh
+I_REF_DONE = 1         # bit mask of the banks refreshed in the current round (per-bank)
+I_BUS_HOLES = 2        # data-bus holes in use
+I_ACT_HOLES = 3        # ACT-calendar holes in use
+N_PC_I = 4
 
 # stats indices (all float64; counts are exact integers)
 S_REQUESTS = 0          # dram_access calls (chunks)
 S_BURSTS = 1            # access-granularity bursts on the data buses
 S_BYTES_READ = 2
 S_BYTES_WRITTEN = 3
-S_ROW_HITS = 4
+S_ROW_HITS = 4          # includes S_REORDERED_HITS
 S_ROW_EMPTY = 5         # bank closed: ACT needed
 S_ROW_CONFLICTS = 6     # another row open: PRE + ACT needed
 S_ACTIVATES = 7
-S_REFRESHES = 8
-S_REFRESH_STALL_NS = 9  # sum of (refresh end - max(arrival, bus free)) over chunks that met one
+S_REFRESHES = 8         # refresh commands (all-bank: per pseudo-channel; per-bank: per bank)
+S_REFRESH_STALL_NS = 9  # time requests waited for a refresh to end
 S_BUS_BUSY_NS = 10      # summed over pseudo-channels
 S_TURNAROUNDS = 11      # read<->write bubbles paid
 S_LATENCY_SUM_NS = 12   # sum of (completion - arrival)
 S_FIRST_ARRIVAL_NS = 13
 S_LAST_DONE_NS = 14
 S_ENERGY_PJ = 15        # bytes x pJ/byte (0 when the spec gives no energy)
-N_STATS = 16
+S_REORDERED_HITS = 16   # hits to a row already closed by a younger conflict (FR-FCFS batching)
+S_HOLE_FILLS = 17       # chunks whose data went into a gap left on the bus (served out of order)
+N_STATS = 18
 
 _NEG = -1.0e300
 _HASH_MUL = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64 (golden ratio)
@@ -157,6 +206,40 @@ def dram_chunk_bytes(p, addr, nbytes):
     if nbytes < room:
         return np.int64(nbytes)
     return room
+
+
+@kernel(_nrt=False, inline='always')
+def _gf2_hash(p, col, x, shift, mask):
+    """``x`` read as a polynomial over GF(2), reduced modulo a primitive polynomial of
+    degree ``shift`` (``P_*_POLY`` parameters at ``col``): a ``shift``-bit XOR hash of
+    all bits of ``x >= 0`` in which address bit j contributes alpha**j.
+
+    The contributions of any ``2**shift - 1`` consecutive bits are distinct and non-zero,
+    so differences of one or two bits closer than that never hash to zero - unlike a
+    plain fold of ``shift``-bit groups, where bits ``shift`` apart cancel (pseudo-random
+    interleaving, Rau, ISCA 1991).  For ``shift`` <= 3 the bits are first folded with
+    period ``2**shift - 1`` (x**(2**shift - 1) = 1 modulo a primitive polynomial); then
+    ``x = low ^ high * (poly - x**shift)`` a fixed number of times (enough for every
+    address of the device; the final mask keeps any address beyond it in range).
+    """
+    period = np.int64(p[col + 3])
+    if period > 0:
+        r = np.int64(p[col + 4])
+        while r > 0:
+            r -= 1
+            x ^= x >> (period << r)
+        x &= (np.int64(1) << period) - 1
+    k1 = np.int64(p[col])
+    k2 = np.int64(p[col + 1])
+    k3 = np.int64(p[col + 2])
+    for _ in range(np.int64(p[col + 5])):
+        h = x >> shift
+        x = (x & mask) ^ h ^ (h << k1)
+        if k2 > 0:
+            x ^= h << k2
+            if k3 > 0:
+                x ^= h << k3
+    return x & mask
 
 
 @kernel(_nrt=False, inline='always')
@@ -185,23 +268,118 @@ def dram_decode(p, addr):
         row = rest2 // nb
         bank = rest2 - row * nb
     if p[P_ADDRESS_HASH] != 0.0:
-        # pseudo-channel rotation by a multiplicative hash of the bits above it
-        h = ((rest * _HASH_MUL) >> 33) & np.int64(0x3FFFFFFF)
-        if pc_shift >= 0:
-            pc = (pc + h) & (npc - 1)
-        else:
-            pc = (pc + h) % npc
-        # permutation-based bank interleaving: XOR with the low row bits
-        if bank_shift >= 0:
-            bank = bank ^ (row & (nb - 1))
-        else:
-            bank = (bank + row) % nb
+        # pseudo-channel: XOR with every log2(n_pc)-bit group of the bits above it
+        # (column block, bank and row bits); a bijection for fixed upper bits
+        if pc_shift > 0:
+            pc = pc ^ _gf2_hash(p, P_PC_POLY, rest, pc_shift, npc - 1)
+        elif pc_shift < 0:
+            pc = (pc + (((rest * _HASH_MUL) >> 33) & np.int64(0x3FFFFFFF))) % npc
+        # bank: XOR with every log2(banks)-bit group of the row, each rotated
+        # (permutation interleaving folded over the whole row number)
+        if bank_shift > 0:
+            bank = bank ^ _gf2_hash(p, P_BANK_POLY, row, bank_shift, nb - 1)
+        elif bank_shift < 0:
+            bank = (bank + (((row * _HASH_MUL) >> 33) & np.int64(0x3FFFFFFF))) % nb
     return pc, bank, row
 
 
+# --------------------------------------------------------------------------------------
+# Calendars: a frontier plus up to N_HOLES remembered free intervals before it.
+# --------------------------------------------------------------------------------------
 @kernel(_nrt=False, inline='always')
-def _refresh(p, state, pc, t_check):
-    """Apply the refreshes of pseudo-channel ``pc`` that are due by ``t_check``.
+def _hole_insert(pc_t, pc_i, pc, col_h, col_n, hs, he, min_len):
+    """Remember the free interval [hs, he) if it is at least ``min_len`` long.
+
+    When all slots are taken it replaces the hole that ends first, if that one ends
+    before ``he`` (an old hole is the least likely to be usable again).  ``pc_i[pc,
+    col_n]`` counts the holes in use."""
+    if he - hs < min_len:
+        return
+    k = 0
+    kend = pc_t[pc, col_h + 1]
+    for h in range(1, N_HOLES):
+        e = pc_t[pc, col_h + 2 * h + 1]
+        if e < kend:
+            k = h
+            kend = e
+    if kend < he:
+        if kend == _NEG:
+            pc_i[pc, col_n] += 1
+        pc_t[pc, col_h + 2 * k] = hs
+        pc_t[pc, col_h + 2 * k + 1] = he
+
+
+@kernel(_nrt=False, inline='always')
+def _hole_find(pc_t, pc, col_h, ready, dur):
+    """Earliest start s >= ready of a [s, s + dur) that fits in a remembered hole.
+
+    Returns (hole index or -1, s)."""
+    best = -1
+    best_s = 0.0
+    for h in range(N_HOLES):
+        hs = pc_t[pc, col_h + 2 * h]
+        he = pc_t[pc, col_h + 2 * h + 1]
+        s = hs if hs > ready else ready
+        if s + dur <= he and (best < 0 or s < best_s):
+            best = h
+            best_s = s
+    return best, best_s
+
+
+@kernel(_nrt=False, inline='always')
+def _hole_take(pc_t, pc_i, pc, col_h, col_n, h, s, dur, min_len):
+    """Book [s, s + dur) inside hole ``h``; the pieces left on either side stay free."""
+    hs = pc_t[pc, col_h + 2 * h]
+    he = pc_t[pc, col_h + 2 * h + 1]
+    e = s + dur
+    if he - e >= min_len:
+        pc_t[pc, col_h + 2 * h] = e
+    else:
+        pc_t[pc, col_h + 2 * h] = _NEG
+        pc_t[pc, col_h + 2 * h + 1] = _NEG
+        pc_i[pc, col_n] -= 1
+    _hole_insert(pc_t, pc_i, pc, col_h, col_n, hs, s, min_len)
+
+
+@kernel(_nrt=False, inline='always')
+def _act_place(p, pc_t, pc_i, pc, ready, t_now):
+    """Time of an ACT wanted at ``ready``: the earliest free ACT slot at or after it.
+
+    Every ACT occupies a slot of max(tRRD, tFAW/4) in the pseudo-channel's ACT calendar,
+    so any two ACTs are >= tRRD apart and any five span >= tFAW.  With FR-FCFS an ACT
+    may take a free slot before younger ACTs already booked (bank-level parallelism:
+    a request whose bank is ready is not held behind one waiting for its precharge)."""
+    a = p[P_T_ACT_SLOT]
+    if pc_i[pc, I_ACT_HOLES] > 0:
+        h, s = _hole_find(pc_t, pc, C_ACT_HOLES, ready, a)
+        if h >= 0:
+            _hole_take(pc_t, pc_i, pc, C_ACT_HOLES, I_ACT_HOLES, h, s, a, a)
+            return s
+    f = pc_t[pc, C_ACT_FREE]
+    s = ready
+    if f > s:
+        s = f
+    elif p[P_FRFCFS] != 0.0:
+        if f < t_now:
+            f = t_now
+        _hole_insert(pc_t, pc_i, pc, C_ACT_HOLES, I_ACT_HOLES, f, s, a)
+    pc_t[pc, C_ACT_FREE] = s + a
+    return s
+
+
+# --------------------------------------------------------------------------------------
+# Refresh.
+# --------------------------------------------------------------------------------------
+@kernel(_nrt=False, inline='always')
+def _forget_rows(bank_t, bank_i, b):
+    for k in range(N_RECENT):
+        bank_i[b, BI_ROW0 + k] = -1
+        bank_t[b, B_CLOSE0 + k] = _NEG
+
+
+@kernel(_nrt=False)
+def _refresh_all_bank(p, state, pc, t_check):
+    """Apply the all-bank refreshes of pseudo-channel ``pc`` that are due by ``t_check``.
 
     Called only when one is due.  The last due refresh starts once the data already on
     the bus and every open bank's precharge constraints allow, precharges (tRP) if a row
@@ -211,7 +389,8 @@ def _refresh(p, state, pc, t_check):
     bank_row = state[0]
     bank_t = state[1]
     pc_t = state[2]
-    stats = state[4]
+    bank_i = state[4]
+    stats = state[5]
     trefi = p[P_T_REFI]
     nr = pc_t[pc, C_NEXT_REFRESH]
     k = np.floor((t_check - nr) / trefi)
@@ -236,9 +415,95 @@ def _refresh(p, state, pc, t_check):
     for b in range(g, g + nb):
         bank_row[b] = -1
         bank_t[b, B_ACT_READY] = end
+        _forget_rows(bank_t, bank_i, b)
     pc_t[pc, C_NEXT_REFRESH] = r_nom + trefi
     stats[S_REFRESHES] += k + 1.0
     return end
+
+
+@kernel(_nrt=False)
+def _refresh_per_bank(p, state, pc, t_check):
+    """Apply the per-bank refreshes of pseudo-channel ``pc`` due by ``t_check``.
+
+    One bank refresh is due every tREFI / banks, and every bank is refreshed once per
+    round of ``banks`` refreshes.  The controller picks, in round-robin order, the first
+    bank not yet refreshed in the current round that has no work scheduled past the due
+    time (refreshing idle banks out of order, as DARP does: Chang et al., HPCA 2014);
+    if every such bank is busy, the one that frees first.  Round-robin order keeps the
+    choice independent of the access pattern (the least recently used bank would be the
+    next one a sequential sweep needs).  The refresh due at ``r`` starts at ``r`` or,
+    if the bank is still busy, once it may precharge (+ tRP); it blocks only that bank
+    for tRFCpb and closes its row.  When more than ``banks`` refreshes are due (idle
+    time), only the last ``banks`` of them can still matter.  With more than 64 banks the
+    order is plain round robin.
+    """
+    bank_row = state[0]
+    bank_t = state[1]
+    pc_t = state[2]
+    pc_i = state[3]
+    bank_i = state[4]
+    stats = state[5]
+    trefi = p[P_T_REFI_PB]
+    nr = pc_t[pc, C_NEXT_REFRESH]
+    n_due = np.int64(np.floor((t_check - nr) / trefi)) + 1
+    nb = np.int64(p[P_BANKS])
+    j0 = np.int64(0)
+    if n_due > nb:
+        j0 = n_due - nb
+    g = pc * nb
+    done_mask = pc_i[pc, I_REF_DONE]
+    for j in range(j0, n_due):
+        r = nr + j * trefi
+        if nb <= 64:
+            if done_mask == _full_mask(nb):
+                done_mask = np.int64(0)
+            # first bank in round-robin order that is not yet refreshed in this round
+            # and has no work scheduled past the due time; else the one that frees first
+            ptr = pc_i[pc, I_REF_BANK]
+            pick = np.int64(-1)
+            pick_t = 0.0
+            for kk in range(nb):
+                k = ptr + kk
+                if k >= nb:
+                    k -= nb
+                if (done_mask >> k) & 1:
+                    continue
+                bb = g + k
+                busy = bank_t[bb, B_ACT_READY]
+                if bank_row[bb] >= 0 and bank_t[bb, B_PRE_READY] > busy:
+                    busy = bank_t[bb, B_PRE_READY]
+                if busy <= r:
+                    pick = k
+                    break
+                if pick < 0 or busy < pick_t:
+                    pick = k
+                    pick_t = busy
+            pc_i[pc, I_REF_BANK] = pick + 1 if pick + 1 < nb else 0
+            done_mask |= np.int64(1) << pick
+        else:
+            pick = pc_i[pc, I_REF_BANK]
+            pc_i[pc, I_REF_BANK] = (pick + 1) % nb
+        bb = g + pick
+        start = r
+        if bank_row[bb] >= 0:
+            if bank_t[bb, B_PRE_READY] > start:
+                start = bank_t[bb, B_PRE_READY]
+            start += p[P_T_RP]
+        elif bank_t[bb, B_ACT_READY] > start:
+            start = bank_t[bb, B_ACT_READY]
+        bank_row[bb] = -1
+        bank_t[bb, B_ACT_READY] = start + p[P_T_RFC_PB]
+        _forget_rows(bank_t, bank_i, bb)
+    pc_i[pc, I_REF_DONE] = done_mask
+    pc_t[pc, C_NEXT_REFRESH] = nr + n_due * trefi
+    stats[S_REFRESHES] += n_due
+
+
+@kernel(_nrt=False, inline='always')
+def _full_mask(nb):
+    if nb >= 64:
+        return np.int64(-1)
+    return (np.int64(1) << nb) - 1
 
 
 @kernel(_nrt=False)
@@ -248,67 +513,23 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
     ``nbytes`` must not exceed ``dram_chunk_bytes(p, addr, nbytes)``.  Reads complete when
     their last beat is delivered plus the controller latency; writes when their last beat
     is on the bus.  Updates ``state`` in place; allocates nothing.  ``is_write`` may be a
-    bool or an int.
+    bool or an int.  Completion times already returned are never revised.
 
     Compiled without Numba's reference counting (``_nrt=False``): the function never
-    allocates, and the atomic increfs/decrefs of the five state arrays otherwise cost
-    more than the model itself (about 60 ns -> 25 ns per call).
+    allocates, and the atomic increfs/decrefs of the state arrays otherwise cost more
+    than the model itself.
     """
     bank_row = state[0]
     bank_t = state[1]
     pc_t = state[2]
     pc_i = state[3]
-    stats = state[4]
+    bank_i = state[4]
+    stats = state[5]
 
     pc, bank, row = dram_decode(p, addr)
     b = pc * np.int64(p[P_BANKS]) + bank
+    frfcfs = p[P_FRFCFS] != 0.0
 
-    # ---- refresh --------------------------------------------------------------------
-    if p[P_T_REFI] > 0.0:
-        t_check = t_ns
-        if pc_t[pc, C_BUS_FREE] > t_check:
-            t_check = pc_t[pc, C_BUS_FREE]
-        if t_check >= pc_t[pc, C_NEXT_REFRESH]:
-            end = _refresh(p, state, pc, t_check)
-            if end > t_check:
-                stats[S_REFRESH_STALL_NS] += end - t_check
-
-    # ---- row buffer -----------------------------------------------------------------
-    open_row = bank_row[b]
-    if open_row == row:
-        stats[S_ROW_HITS] += 1.0
-        cas_ready = bank_t[b, B_CAS_READY]
-        if t_ns > cas_ready:
-            cas_ready = t_ns
-    else:
-        if open_row >= 0:
-            stats[S_ROW_CONFLICTS] += 1.0
-            t_pre = bank_t[b, B_PRE_READY]
-            if t_ns > t_pre:
-                t_pre = t_ns
-            t_act = t_pre + p[P_T_RP]
-        else:
-            stats[S_ROW_EMPTY] += 1.0
-            t_act = bank_t[b, B_ACT_READY]
-            if t_ns > t_act:
-                t_act = t_ns
-        ptr = pc_i[pc, I_ACT_PTR]
-        t_rrd = pc_t[pc, C_ACT0 + ((ptr + 3) & 3)] + p[P_T_RRD]
-        if t_rrd > t_act:
-            t_act = t_rrd
-        t_faw = pc_t[pc, C_ACT0 + ptr] + p[P_T_FAW]
-        if t_faw > t_act:
-            t_act = t_faw
-        pc_t[pc, C_ACT0 + ptr] = t_act
-        pc_i[pc, I_ACT_PTR] = (ptr + 1) & 3
-        bank_row[b] = row
-        bank_t[b, B_ACT] = t_act
-        cas_ready = t_act + p[P_T_RCD]
-        bank_t[b, B_CAS_READY] = cas_ready
-        bank_t[b, B_PRE_READY] = t_act + p[P_T_RAS]
-        stats[S_ACTIVATES] += 1.0
-
-    # ---- data bus -------------------------------------------------------------------
     g_bytes = np.int64(p[P_ACCESS_BYTES])
     g_shift = np.int64(p[P_ACCESS_SHIFT])
     offset = addr & (np.int64(p[P_INTERLEAVE_BYTES]) - 1)
@@ -318,52 +539,156 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
         n_bursts = (offset + nbytes - 1) // g_bytes - offset // g_bytes + 1
     slot = p[P_T_SLOT]
     dur = n_bursts * slot
-    bus = pc_t[pc, C_BUS_FREE]
-    last_dir = pc_i[pc, I_LAST_DIR]
+
+    # ---- admission: the controller sees a request once its queue has room ----------
+    # The queue holds P_WINDOW_NS of data-bus work; its occupancy is the bus time already
+    # booked after t_ns (frontier minus the free holes), which drains at the bus rate.
+    # Until then the request can neither activate nor be reordered.
+    t_in = t_ns
+    occ = pc_t[pc, C_BUS_FREE] - t_ns
+    lim = p[P_WINDOW_NS]
+    if occ > lim:
+        if pc_i[pc, I_BUS_HOLES] > 0:
+            for hh in range(N_HOLES):
+                hs = pc_t[pc, C_BUS_HOLES + 2 * hh]
+                he = pc_t[pc, C_BUS_HOLES + 2 * hh + 1]
+                if hs < t_ns:
+                    hs = t_ns
+                if he > hs:
+                    occ -= he - hs
+        if occ > lim:
+            t_in = t_ns + (occ - lim)
+
+    # ---- refresh --------------------------------------------------------------------
+    if p[P_T_REFI] > 0.0:
+        if p[P_REFRESH_PER_BANK] != 0.0:
+            if t_in >= pc_t[pc, C_NEXT_REFRESH]:
+                _refresh_per_bank(p, state, pc, t_in)
+            if bank_row[b] < 0 and bank_t[b, B_ACT_READY] > t_in:
+                stats[S_REFRESH_STALL_NS] += bank_t[b, B_ACT_READY] - t_in
+        else:
+            t_check = t_in
+            if pc_t[pc, C_BUS_FREE] > t_check:
+                t_check = pc_t[pc, C_BUS_FREE]
+            if t_check >= pc_t[pc, C_NEXT_REFRESH]:
+                end = _refresh_all_bank(p, state, pc, t_check)
+                if end > t_check:
+                    stats[S_REFRESH_STALL_NS] += end - t_check
+
+    # ---- row buffer -----------------------------------------------------------------
+    open_row = bank_row[b]
+    if open_row == row:
+        stats[S_ROW_HITS] += 1.0
+        cas_ready = bank_t[b, B_CAS_READY]
+        if t_in > cas_ready:
+            cas_ready = t_in
+    else:
+        # FR-FCFS row batching: a row that a younger conflict closed, asked for again
+        # while it was still open (before its precharge, extended by the hits it has
+        # already taken this way), is served as a hit of that row's batch, up to the cap
+        found = -1
+        take = False
+        if frfcfs and open_row >= 0:
+            for k in range(N_RECENT):
+                if bank_i[b, BI_ROW0 + k] == row:
+                    found = k
+                    take = (t_in < bank_t[b, B_CLOSE0 + k]
+                            and bank_i[b, BI_DEF0 + k] < np.int64(p[P_ROW_HIT_CAP]))
+                    break
+        if take:
+            stats[S_ROW_HITS] += 1.0
+            stats[S_REORDERED_HITS] += 1.0
+            cas_ready = bank_t[b, B_CAS_READY]
+            if t_in > cas_ready:
+                cas_ready = t_in
+            bank_i[b, BI_DEF0 + found] += 1
+            bank_t[b, B_CLOSE0 + found] += dur
+        else:
+            if open_row >= 0:
+                stats[S_ROW_CONFLICTS] += 1.0
+                t_pre = bank_t[b, B_PRE_READY]
+                if t_in > t_pre:
+                    t_pre = t_in
+                want = t_pre + p[P_T_RP]
+            else:
+                stats[S_ROW_EMPTY] += 1.0
+                want = bank_t[b, B_ACT_READY]
+                if t_in > want:
+                    want = t_in
+            t_act = _act_place(p, pc_t, pc_i, pc, want, t_in)
+            if open_row >= 0 and frfcfs:
+                # remember the displaced row: in the slot of the new row if it was
+                # remembered, else in the slot closed longest ago
+                k = found
+                if k < 0:
+                    k = 0
+                    for kk in range(1, N_RECENT):
+                        if bank_t[b, B_CLOSE0 + kk] < bank_t[b, B_CLOSE0 + k]:
+                            k = kk
+                bank_i[b, BI_ROW0 + k] = open_row
+                bank_i[b, BI_DEF0 + k] = 0
+                bank_t[b, B_CLOSE0 + k] = t_act - p[P_T_RP]
+            bank_row[b] = row
+            bank_t[b, B_ACT] = t_act
+            cas_ready = t_act + p[P_T_RCD]
+            bank_t[b, B_CAS_READY] = cas_ready
+            bank_t[b, B_PRE_READY] = t_act + p[P_T_RAS]
+            stats[S_ACTIVATES] += 1.0
+
+    # ---- data bus -------------------------------------------------------------------
+    # Writes are posted and drained in batches of P_WRITE_BATCH bursts; while reads are
+    # in the mix each batch costs one read->write and one write->read bubble, charged
+    # to the batch's write bursts (amortised) rather than to individual requests.
     if is_write:
-        ds = cas_ready + p[P_T_CWL]
+        ready = cas_ready + p[P_T_CWL]
+        if pc_t[pc, C_LAST_READ_END] > t_in - p[P_RW_HORIZON]:
+            dur += n_bursts * p[P_T_TURN_PER_WRITE]
+            stats[S_TURNAROUNDS] += 2.0 * n_bursts / p[P_WRITE_BATCH]
+    else:
+        ready = cas_ready + p[P_T_CL]
+    h = -1
+    ds = 0.0
+    if pc_i[pc, I_BUS_HOLES] > 0:
+        h, ds = _hole_find(pc_t, pc, C_BUS_HOLES, ready, dur)
+    if h >= 0:
+        # the data goes into a gap left by an older request still waiting for its bank
+        _hole_take(pc_t, pc_i, pc, C_BUS_HOLES, I_BUS_HOLES, h, ds, dur, slot)
+        stats[S_HOLE_FILLS] += 1.0
+    else:
+        bus = pc_t[pc, C_BUS_FREE]
+        ds = ready
         if bus > ds:
             ds = bus
-        if pc_i[pc, I_WRITE_CREDIT] <= 0:
-            if last_dir == DIR_READ:
-                t_turn = pc_t[pc, C_LAST_READ_END] + p[P_T_RTW]
-                if t_turn > ds:
-                    ds = t_turn
-                stats[S_TURNAROUNDS] += 1.0
-            pc_i[pc, I_WRITE_CREDIT] = np.int64(p[P_WRITE_BATCH])
-        pc_i[pc, I_WRITE_CREDIT] -= n_bursts
-        de = ds + dur
-        pc_t[pc, C_LAST_WRITE_END] = de
+        elif frfcfs:
+            # remember the gap, less the part no later request could reach
+            hs = t_in + p[P_T_CWL] if p[P_T_CWL] < p[P_T_CL] else t_in + p[P_T_CL]
+            if bus > hs:
+                hs = bus
+            _hole_insert(pc_t, pc_i, pc, C_BUS_HOLES, I_BUS_HOLES, hs, ds, slot)
+        pc_t[pc, C_BUS_FREE] = ds + dur
+    de = ds + dur
+    if is_write:
+        if de > pc_t[pc, C_LAST_WRITE_END]:
+            pc_t[pc, C_LAST_WRITE_END] = de
         t_pre = de + p[P_T_WR]
         if t_pre > bank_t[b, B_PRE_READY]:
             bank_t[b, B_PRE_READY] = t_pre
-        pc_i[pc, I_LAST_DIR] = DIR_WRITE
         done = de
         stats[S_BYTES_WRITTEN] += nbytes
         stats[S_ENERGY_PJ] += nbytes * p[P_WRITE_PJ_PER_BYTE]
     else:
-        ds = cas_ready + p[P_T_CL]
-        if bus > ds:
-            ds = bus
-        if last_dir == DIR_WRITE and pc_i[pc, I_WRITE_CREDIT] <= 0:
-            t_turn = pc_t[pc, C_LAST_WRITE_END] + p[P_T_WTR] + p[P_T_CL]
-            if t_turn > ds:
-                ds = t_turn
-            stats[S_TURNAROUNDS] += 1.0
-        de = ds + dur
-        pc_t[pc, C_LAST_READ_END] = de
+        if de > pc_t[pc, C_LAST_READ_END]:
+            pc_t[pc, C_LAST_READ_END] = de
         t_pre = de - slot - p[P_T_CL] + p[P_T_RTP]   # last CAS + tRTP
         if t_pre > bank_t[b, B_PRE_READY]:
             bank_t[b, B_PRE_READY] = t_pre
-        pc_i[pc, I_LAST_DIR] = DIR_READ
         done = de + p[P_CTRL_LATENCY]
         stats[S_BYTES_READ] += nbytes
         stats[S_ENERGY_PJ] += nbytes * p[P_READ_PJ_PER_BYTE]
-    pc_t[pc, C_BUS_FREE] = de
 
     stats[S_REQUESTS] += 1.0
     stats[S_BURSTS] += n_bursts
-    stats[S_BUS_BUSY_NS] += dur
+    stats[S_BUS_BUSY_NS] += n_bursts * slot
     stats[S_LATENCY_SUM_NS] += done - t_ns
     if t_ns < stats[S_FIRST_ARRIVAL_NS]:
         stats[S_FIRST_ARRIVAL_NS] = t_ns

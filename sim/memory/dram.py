@@ -39,8 +39,11 @@ _REQUIRED = (
 _OPTIONAL = (
     "t_ccd_ns", "read_energy_pj_per_byte", "write_energy_pj_per_byte",
     "t_cwl_ns", "t_rtp_ns", "t_wtr_ns", "t_rtw_ns", "write_batch_bursts", "address_hash",
-    "refresh_stagger",
+    "refresh_stagger", "refresh_mode", "t_rfc_pb_ns", "scheduler", "scheduler_window_ns",
+    "row_hit_cap",
 )
+_REFRESH_MODES = ("all_bank", "per_bank")
+_SCHEDULERS = ("frfcfs", "fcfs")
 
 
 def _is_pow2(x: int) -> bool:
@@ -89,13 +92,36 @@ class DramParams:
     #: read->write data-bus bubble. None: 2 clocks of the DDR data clock (2 * 2/data rate),
     #: the RD->WR gap left by tRTW = CL + BL/2 + 2 - CWL.
     t_rtw_ns: float | None = None
-    #: write bursts per read/write turnaround pair: gem5 MemCtrl min_writes_per_switch = 16.
-    write_batch_bursts: int = 16
+    #: write bursts drained per read/write turnaround pair: 64 = gem5 MemCtrl
+    #: write_buffer_size, a controller that drains its whole write queue per switch.
+    #: (gem5's min_writes_per_switch, 16, the old default, left an H200 device-to-device
+    #: copy at ~63 % of peak in this model; 64 gives ~83 %, measured: 89 %.)
+    write_batch_bursts: int = 64
     #: hash pseudo-channel and bank bits (see sim.kernels.dram); False = plain RoBaCoCh.
     address_hash: bool = True
     #: spread the pseudo-channels' refreshes evenly over tREFI (True) or refresh them all
     #: at the same instants (False).  See docs/dram_model.md for the effect on one stream.
     refresh_stagger: bool = True
+    #: "all_bank" (REFab: the whole pseudo-channel for tRFC every tREFI) or "per_bank"
+    #: (REFpb/REFsb: one bank for tRFCpb every tREFI/banks).  None: per_bank for HBM* and
+    #: LPDDR* technologies, all_bank otherwise (DDR4 has no per-bank refresh).
+    refresh_mode: str | None = None
+    #: per-bank refresh time.  None: a cited per-technology value, see
+    #: :attr:`t_rfc_pb_effective_ns`.
+    t_rfc_pb_ns: float | None = None
+    #: "frfcfs" (row hits and ready banks first, approximated; see sim.kernels.dram) or
+    #: "fcfs" (arrival order on each data bus and ACT calendar, no row batching).
+    scheduler: str = "frfcfs"
+    #: how far ahead of the data bus the controller sees requests, per pseudo-channel, in
+    #: ns of queued data-bus work (its queue depth in time).  None: 2 x (tRP + tRCD + tCL),
+    #: enough to see a request one row-miss latency before its bus slot with another
+    #: miss latency of work queued; 33-77 bursts on the example devices, within the 32
+    #: (read) to 64 (write) burst entries of gem5's MemCtrl queues.  In time rather than
+    #: entries, so faster pins never shorten the look-ahead.
+    scheduler_window_ns: float | None = None
+    #: most hits a row batch may take past an older conflicting request: gem5
+    #: DRAMInterface max_accesses_per_row = 16.
+    row_hit_cap: int = 16
 
     # ---------------------------------------------------------------- construction
     def __post_init__(self) -> None:
@@ -106,10 +132,14 @@ class DramParams:
 
         for f in ("channels", "pseudo_channels_per_channel", "bus_width_bits", "burst_length",
                   "banks_per_pseudo_channel", "row_buffer_bytes", "interleave_bytes",
-                  "max_outstanding_requests_per_core", "write_batch_bursts"):
+                  "max_outstanding_requests_per_core", "write_batch_bursts", "row_hit_cap"):
             v = getattr(self, f)
             if isinstance(v, bool) or int(v) != v or v < 1:
                 bad(f, f"must be a positive integer, got {v!r}")
+        if self.refresh_mode is not None and self.refresh_mode not in _REFRESH_MODES:
+            bad("refresh_mode", f"must be one of {', '.join(_REFRESH_MODES)}, got {self.refresh_mode!r}")
+        if self.scheduler not in _SCHEDULERS:
+            bad("scheduler", f"must be one of {', '.join(_SCHEDULERS)}, got {self.scheduler!r}")
         if not self.data_rate_gbps_per_pin > 0:
             bad("data_rate_gbps_per_pin", f"must be > 0, got {self.data_rate_gbps_per_pin!r}")
         if not self.capacity_gib > 0:
@@ -117,7 +147,7 @@ class DramParams:
         for f in ("t_rcd_ns", "t_rp_ns", "t_cl_ns", "t_ras_ns", "t_rrd_ns", "t_faw_ns",
                   "t_rfc_ns", "t_wr_ns", "controller_latency_ns", "t_rtp_ns", "t_wtr_ns",
                   "t_ccd_ns", "t_cwl_ns", "t_rtw_ns", "read_energy_pj_per_byte",
-                  "write_energy_pj_per_byte"):
+                  "write_energy_pj_per_byte", "t_rfc_pb_ns", "scheduler_window_ns"):
             v = getattr(self, f)
             if v is not None and not (v >= 0 and math.isfinite(v)):
                 bad(f, f"must be a finite number >= 0, got {v!r}")
@@ -134,6 +164,10 @@ class DramParams:
                     f"and row_buffer_bytes ({row} B), got {il}")
             if self.t_refi_ns > 0 and self.t_rfc_ns >= self.t_refi_ns:
                 bad("t_rfc_ns", f"must be < t_refi_ns ({self.t_refi_ns}), got {self.t_rfc_ns}")
+            if (self.t_refi_ns > 0 and self.refresh_mode_effective == "per_bank"
+                    and self.t_rfc_pb_effective_ns >= self.t_refi_ns):
+                bad("t_rfc_pb_ns", f"must be < t_refi_ns ({self.t_refi_ns}), "
+                    f"got {self.t_rfc_pb_effective_ns}")
         if problems:
             raise ConfigError(
                 [ConfigProblem(file=f"<dram '{self.name}'>", line=0, path=p.split(":")[0],
@@ -160,7 +194,7 @@ class DramParams:
         kw.update(overrides)
         ints = ("channels", "pseudo_channels_per_channel", "bus_width_bits", "burst_length",
                 "banks_per_pseudo_channel", "row_buffer_bytes", "interleave_bytes",
-                "max_outstanding_requests_per_core", "write_batch_bursts")
+                "max_outstanding_requests_per_core", "write_batch_bursts", "row_hit_cap")
         for k in ints:
             if k in kw and isinstance(kw[k], float) and kw[k].is_integer():
                 kw[k] = int(kw[k])
@@ -207,8 +241,63 @@ class DramParams:
 
     @property
     def refresh_overhead(self) -> float:
-        """Fraction of time a pseudo-channel spends refreshing: tRFC / tREFI."""
-        return self.t_rfc_ns / self.t_refi_ns if self.t_refi_ns > 0 else 0.0
+        """Fraction of time a pseudo-channel (all-bank) or a bank (per-bank) spends
+        refreshing: tRFC / tREFI or tRFCpb / tREFI."""
+        if self.t_refi_ns <= 0:
+            return 0.0
+        if self.refresh_mode_effective == "per_bank":
+            return self.t_rfc_pb_effective_ns / self.t_refi_ns
+        return self.t_rfc_ns / self.t_refi_ns
+
+    @property
+    def refresh_mode_effective(self) -> str:
+        """``refresh_mode``, or the technology's default: per_bank for HBM* and LPDDR*
+        (REFSB in JESD235 HBM2, REFPB in JESD238 HBM3, REFpb in LPDDR4/5), else all_bank."""
+        if self.refresh_mode is not None:
+            return self.refresh_mode
+        tech = str(self.technology).upper().replace("-", "").replace(" ", "")
+        return "per_bank" if tech.startswith(("HBM", "LPDDR")) else "all_bank"
+
+    @property
+    def t_rfc_pb_effective_ns(self) -> float:
+        """``t_rfc_pb_ns``, or a cited default by technology and density:
+
+        * HBM3/HBM3E: 200 ns up to 8 Gb per pseudo-channel, 250 ns above (Ramulator2
+          python/ramulator/dram/hbm3.py, ``_resolve_nRFCpb``, JEDEC JESD238 table);
+        * HBM2/HBM2E and first-generation HBM: 160 ns (Ramulator2 src/dram/impl/HBM2.cpp,
+          preset HBM2_2Gbps, nRFCSB = 160 at tCK = 1 ns);
+        * LPDDR5/5X: 60/90/120/140 ns for 2/4/8/16 Gb per channel (Ramulator2
+          src/dram/impl/LPDDR5.cpp, tRFCpb_TABLE);
+        * anything else: 4/7 of tRFC, the ratio of both cited HBM3 (200/350 ns) and
+          LPDDR5 8 Gb (120/210 ns) pairs.
+        """
+        if self.t_rfc_pb_ns is not None:
+            return float(self.t_rfc_pb_ns)
+        tech = str(self.technology).upper().replace("-", "").replace(" ", "")
+        if tech.startswith("HBM3"):
+            mbit_per_pc = self.capacity_gib * 8192.0 / self.num_pseudo_channels
+            return 200.0 if mbit_per_pc <= 8192.0 else 250.0
+        if tech.startswith("HBM"):
+            return 160.0
+        if tech.startswith("LPDDR5"):
+            mbit_per_ch = self.capacity_gib * 8192.0 / self.num_pseudo_channels
+            for limit, t in ((2048.0, 60.0), (4096.0, 90.0), (8192.0, 120.0)):
+                if mbit_per_ch <= limit:
+                    return t
+            return 140.0
+        return self.t_rfc_ns * 4.0 / 7.0
+
+    @property
+    def scheduler_window_effective_ns(self) -> float:
+        """``scheduler_window_ns`` or its default 2 x (tRP + tRCD + tCL)."""
+        if self.scheduler_window_ns is not None:
+            return float(self.scheduler_window_ns)
+        return 2.0 * (self.t_rp_ns + self.t_rcd_ns + self.t_cl_ns)
+
+    @property
+    def act_slot_ns(self) -> float:
+        """ACT calendar slot: max(tRRD, tFAW / 4) (see sim.kernels.dram)."""
+        return max(self.t_rrd_ns, self.t_faw_ns / 4.0)
 
     def closed_form_read_latency_ns(self, kind: str, nbytes: int | None = None) -> float:
         """Unloaded latency of one read of ``nbytes`` (default: one burst), aligned.
@@ -267,39 +356,101 @@ class DramParams:
         p[K.P_WRITE_PJ_PER_BYTE] = self.write_energy_pj_per_byte or 0.0
         p[K.P_PEAK_BYTES_PER_NS] = self.peak_bytes_per_s * 1e-9
         p[K.P_MAX_OUTSTANDING] = self.max_outstanding_requests_per_core
+        per_bank = self.refresh_mode_effective == "per_bank"
+        p[K.P_REFRESH_PER_BANK] = 1.0 if per_bank else 0.0
+        p[K.P_T_RFC_PB] = self.t_rfc_pb_effective_ns
+        p[K.P_T_REFI_PB] = max(0.0, self.t_refi_ns) / self.banks_per_pseudo_channel
+        p[K.P_T_ACT_SLOT] = self.act_slot_ns
+        p[K.P_FRFCFS] = 1.0 if self.scheduler == "frfcfs" else 0.0
+        p[K.P_WINDOW_NS] = self.scheduler_window_effective_ns
+        p[K.P_ROW_HIT_CAP] = self.row_hit_cap
+        turn = p[K.P_T_RTW] + self.t_wtr_ns + self.t_cl_ns
+        p[K.P_T_TURN_PER_WRITE] = turn / self.write_batch_bursts
+        p[K.P_RW_HORIZON] = 2 * self.write_batch_bursts * self.slot_ns + turn
+        addr_bits = max(1, (self.capacity_bytes - 1).bit_length())
+        pc_bits = max(0, int(p[K.P_PC_SHIFT]))
+        rest_bits = addr_bits - int(p[K.P_IL_SHIFT]) - pc_bits
+        row_bits = rest_bits - max(0, int(p[K.P_BPR_SHIFT])) - max(0, int(p[K.P_BANK_SHIFT]))
+        p[K.P_PC_POLY:K.P_PC_POLY + 6] = _hash_poly(int(p[K.P_PC_SHIFT]), rest_bits)
+        p[K.P_BANK_POLY:K.P_BANK_POLY + 6] = _hash_poly(int(p[K.P_BANK_SHIFT]), row_bits)
         return p
 
-    def new_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def new_state(self) -> tuple[np.ndarray, ...]:
         """Fresh state: all banks closed, buses idle, refreshes staggered.
 
-        With ``refresh_stagger`` pseudo-channel ``i`` first refreshes at
-        ``(slot(i) + 1) * tREFI / n_pc`` where ``slot`` is the permutation
+        ``(bank_row, bank_t, pc_t, pc_i, bank_i, stats)``; stats is always last.
+
+        The refresh interval is tREFI (all-bank) or tREFI / banks (per-bank).  With
+        ``refresh_stagger`` pseudo-channel ``i`` first refreshes at
+        ``(slot(i) + 1) * interval / n_pc`` where ``slot`` is the permutation
         ``i -> i * a mod n_pc`` with ``a`` the integer nearest ``0.618 n_pc`` that is
         coprime with ``n_pc``: the pseudo-channels take turns, and neighbours in the
         address interleave refresh far apart in time, so a sweep across the channels
-        cannot ride along the refresh wave.  Without it they all first refresh at ``tREFI``.
+        cannot ride along the refresh wave.  Without it they all first refresh at
+        ``interval``.
         """
         npc = self.num_pseudo_channels
         nbanks = npc * self.banks_per_pseudo_channel
         bank_row = np.full(nbanks, -1, dtype=np.int64)
         bank_t = np.zeros((nbanks, K.N_BANK_T), dtype=np.float64)
         bank_t[:, K.B_ACT] = K._NEG
+        bank_t[:, K.B_CLOSE0:K.B_CLOSE0 + K.N_RECENT] = K._NEG
+        bank_i = np.zeros((nbanks, K.N_BANK_I), dtype=np.int64)
+        bank_i[:, K.BI_ROW0:K.BI_ROW0 + K.N_RECENT] = -1
         pc_t = np.zeros((npc, K.N_PC_T), dtype=np.float64)
-        pc_t[:, K.C_ACT0:K.C_ACT0 + 4] = K._NEG
+        pc_t[:, K.C_ACT_FREE] = K._NEG
+        pc_t[:, K.C_BUS_HOLES:K.C_BUS_HOLES + 2 * K.N_HOLES] = K._NEG
+        pc_t[:, K.C_ACT_HOLES:K.C_ACT_HOLES + 2 * K.N_HOLES] = K._NEG
         pc_t[:, K.C_LAST_WRITE_END] = K._NEG
         pc_t[:, K.C_LAST_READ_END] = K._NEG
+        interval = self.t_refi_ns
+        if self.refresh_mode_effective == "per_bank":
+            interval = self.t_refi_ns / self.banks_per_pseudo_channel
         if self.t_refi_ns > 0 and self.refresh_stagger:
             slot = (np.arange(npc, dtype=np.int64) * _stagger_multiplier(npc)) % npc
-            pc_t[:, K.C_NEXT_REFRESH] = (slot.astype(np.float64) + 1.0) * (self.t_refi_ns / npc)
+            pc_t[:, K.C_NEXT_REFRESH] = (slot.astype(np.float64) + 1.0) * (interval / npc)
         elif self.t_refi_ns > 0:
-            pc_t[:, K.C_NEXT_REFRESH] = self.t_refi_ns
+            pc_t[:, K.C_NEXT_REFRESH] = interval
         else:
             pc_t[:, K.C_NEXT_REFRESH] = np.inf
         pc_i = np.zeros((npc, K.N_PC_I), dtype=np.int64)
         stats = np.zeros(K.N_STATS, dtype=np.float64)
         stats[K.S_FIRST_ARRIVAL_NS] = np.inf
         stats[K.S_LAST_DONE_NS] = 0.0
-        return (bank_row, bank_t, pc_t, pc_i, stats)
+        return (bank_row, bank_t, pc_t, pc_i, bank_i, stats)
+
+
+# Primitive polynomials over GF(2), x**s + ... + 1, by degree s: the middle terms' exponents
+# (at most three, so that a hash step is a few shifts and XORs).  Standard table entries
+# (e.g. W. Stahnke, "Primitive binary polynomials", Math. Comp. 27 (1973)).
+_PRIMITIVE_POLY_TERMS = {
+    1: (), 2: (1,), 3: (1,), 4: (1,), 5: (2,), 6: (1,), 7: (1,), 8: (2, 3, 4), 9: (4,),
+    10: (3,), 11: (2,), 12: (1, 4, 6), 13: (1, 3, 4), 14: (1, 6, 10), 15: (1,),
+    16: (1, 3, 12),
+}
+
+
+def _hash_poly(shift: int, in_bits: int) -> list[int]:
+    """Parameters of :func:`sim.kernels.dram._gf2_hash` for a ``shift``-bit index of an
+    ``in_bits``-bit value: [k1, k2, k3, fold period, fold rounds, reduction steps]."""
+    if shift <= 0:
+        return [0, 0, 0, 0, 0, 0]
+    if shift not in _PRIMITIVE_POLY_TERMS:
+        raise ConfigError([ConfigProblem(file="<dram>", line=0, path="channels",
+                                         message=f"2**{shift} pseudo-channels or banks are not supported")])
+    terms = list(_PRIMITIVE_POLY_TERMS[shift]) + [0, 0, 0]
+    period = 0
+    rounds = 0
+    if shift <= 3:                       # x**(2**s - 1) = 1: fold with that period first
+        period = (1 << shift) - 1
+        while period << rounds < 63:
+            rounds += 1
+    bits = period if period else max(in_bits, shift)
+    drop = shift - max(terms[:3])        # each step shortens the value by this many bits
+    steps = 0 if shift == 1 else max(0, -(-(bits - shift) // drop))
+    if shift == 1:                       # x + 1: the parity of all bits
+        terms = [0, 0, 0]
+    return terms[:3] + [period, rounds, steps]
 
 
 def _stagger_multiplier(n: int) -> int:
@@ -416,8 +567,8 @@ class DramModel:
         ``is_write`` broadcast).  ``max_outstanding``: access-granularity requests in
         flight (default: ``max_outstanding_requests_per_core``).  ``t_issue``: earliest
         issue time of each transfer, ns after the stream's start (default 0).
-        ``in_order``: request slots retire in issue order (the engine's rule, default) or
-        as soon as any request completes (``False``, a pure count limit).
+        ``in_order``: request slots retire in issue order (default) or as soon as any
+        request completes (``False``, a pure count limit: the engine's rule).
 
         Returns ``seconds`` (first issue to last completion), ``bytes``,
         ``achieved_bytes_per_s``, ``efficiency`` (of peak), ``row_hit_rate``,
