@@ -92,6 +92,10 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
 
         it = tqdm(items, desc=label or "ops", unit="op", leave=False, file=sys.stderr)
     for t in it:
+        if getattr(t.op, "op", None) == "dequant":
+            # dequantisation runs on the vector unit inside the GEMM (or attention) that
+            # consumes the narrow operand, overlapped with its tiles (sim.engine.lower)
+            continue
         r: OpResult = simulate_op(chip, t.op, options)
         rep = t.repeat
         total += r.seconds * rep

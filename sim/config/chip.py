@@ -385,6 +385,10 @@ class DramLevel(_Spec):
     t_ccd_ns: Optional[TimeNs] = None
     controller_latency_ns: TimeNs = 0.0
     max_outstanding_requests_per_core: _int(1, 1 << 20) = 64
+    # refresh: "per_bank" (HBM/LPDDR REFpb: one bank at a time for t_rfc_pb_ns) or
+    # "all_bank"; None = by technology (per_bank for HBM*/LPDDR*, all_bank otherwise)
+    refresh_mode: Optional[Literal["per_bank", "all_bank"]] = None
+    t_rfc_pb_ns: Optional[_num(ge=0, le=1e6)] = None
     read_energy_pj_per_byte: Optional[EnergyPj] = None
     write_energy_pj_per_byte: Optional[EnergyPj] = None
 

@@ -28,6 +28,8 @@ from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gem
 from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, block_ranges
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 
+#: vector-unit work to widen one quantised weight: convert and multiply by its scale
+DEQUANT_OPS_PER_WEIGHT = 2
 #: event-ordering quantum, see kernel_arrays
 REORDER_QUANTUM_CYCLES = 32.0
 #: elements per row when a 1-D stream (vector op, copy) is laid out as rows
@@ -87,9 +89,17 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
         b_bpe = bytes_per_element(op.b_dtype)
     layout = OperandLayout(a=bytes_per_element(op.dtype), b=b_bpe, c=bytes_per_element(op.c_dtype))
     split = "n"
+    # weight-only quantisation: the weight tile is widened on the vector unit while the
+    # array works on the previous tile (as fused W8A16/W4A16 kernels do), so a step costs
+    # the slower of the two
+    dequant = get_format(op.b_dtype).bits < get_format(op.dtype).bits
 
     def cycles_fn(mt, nt, kt):
-        return gemm_tile_cycles(df, choice, mt, nt, kt, split).astype(np.float64)
+        cyc = gemm_tile_cycles(df, choice, mt, nt, kt, split).astype(np.float64)
+        if dequant:
+            cyc = np.maximum(cyc, vector_cycles(chip, np.asarray(kt, dtype=np.float64) * np.asarray(nt)
+                                                * DEQUANT_OPS_PER_WEIGHT))
+        return cyc
 
     um, un, uk = _array_units(df, choice)
     prob = TileProblem(name=op.name, count=op.count, m=op.m, n=op.n, k=op.k, layout=layout, cycles_fn=cycles_fn,
@@ -112,13 +122,24 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
     split into independent chunks (split-KV / FlashDecoding) so every core works; the
     partial results are combined by a small reduction counted in the same op.
     """
-    choice = choose_array(chip, get_format(op.dtype).rate_class, dataflow=opts.dataflow, array_name=opts.array)
+    try:
+        choice = choose_array(chip, get_format(op.dtype).rate_class, dataflow=opts.dataflow, array_name=opts.array)
+        math_dtype = op.dtype
+    except MappingError:
+        # no units for the activation format (an int8-only chip): attention runs at the KV
+        # cache's format when the chip has units for that (int8 attention kernels)
+        if get_format(op.kv_format).bits >= get_format(op.dtype).bits:
+            raise
+        choice = choose_array(chip, get_format(op.kv_format).rate_class, dataflow=opts.dataflow,
+                              array_name=opts.array)
+        math_dtype = op.kv_format
     df = _dataflow_model(choice, opts)
     group = op.heads // op.kv_heads
     count = op.batch * op.kv_heads
     m = op.q_len * group
     d = op.head_dim
     kv_bpe = bytes_per_element(op.kv_format)
+    kv_narrow = get_format(op.kv_format).bits < get_format(op.dtype).bits
     act_bpe = bytes_per_element(op.dtype)
     splits = 1
     if not op.causal and count < cores and op.kv_len >= 512:
@@ -134,6 +155,8 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
         scores = mt * kt
         vec = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE) + special_cycles(
             chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
+        if kv_narrow:  # a quantised KV cache is widened on the vector unit, tile by tile
+            vec = vec + vector_cycles(chip, kt * 2 * d * DEQUANT_OPS_PER_WEIGHT)
         # QK^T -> softmax -> PV is a dependency chain within a tile; FlashAttention-2
         # style kernels do not overlap the softmax with the matrix work
         return (qk + pv + vec).astype(np.float64)
@@ -147,7 +170,8 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
     info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
             "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
             "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "k_per_pe_cycle": choice.k_per_pe_cycle,
-            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "fused": True}
+            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "fused": True,
+            "math_dtype": math_dtype}
     return prob, info
 
 
@@ -182,7 +206,10 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str) -> TileProblem
         prob.tile_menu_m = ms.tile_m
         prob.tile_menu_n = ms.tile_n
         if ms.tile_k_bytes:
-            prob.fixed_k = max(1, int(ms.tile_k_bytes // max(prob.layout.a, 1e-9)))
+            # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel
+            # streams 128-byte rows of int8 weights)
+            narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
+            prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
     elif kind == "attention":
         # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
         prob.tile_menu_m = ms.tile_m

@@ -23,7 +23,7 @@ import numpy as np
 from .. import energy as E
 from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
-from ..mapper.search import Mapping, TileProblem, search, search_top
+from ..mapper.search import Mapping, TileProblem, footprint_bytes, search, search_top
 from ..memory.dram import DramParams
 from ..results import OpResult
 from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
@@ -38,7 +38,9 @@ EXTRAPOLATE_CHUNKS = 120_000
 SAMPLE_CHUNKS = 60_000
 MIN_SAMPLE_ROUNDS = (2, 4)
 #: slopes over consecutive samples must agree this closely for the steady state
-STEADY_TOLERANCE = 0.02
+STEADY_TOLERANCE = 0.05
+#: at most this many times the samples are doubled while looking for a steady state
+MAX_DOUBLINGS = 2
 #: candidate mappings whose estimate is within this factor of the best are simulated
 REFINE_WITHIN = 1.25
 _MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
@@ -116,9 +118,13 @@ def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[s
             out["count"] = (group, prob.count // group)
     single_wave = mapping.distribution == "cyclic" and (
         prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n) <= mapping.cores_used)
-    if prob.reduction and not prob.causal and (single_wave or not has_chip_cache):
-        # along k only when cache reuse cannot depend on it: one wave of tiles (nothing
-        # is fetched twice) or no chip-level cache
+    compulsory = (footprint_bytes(prob, "a", prob.m, prob.n, prob.k, prob.count)
+                  + (footprint_bytes(prob, "b", prob.m, prob.n, prob.k, prob.count) if prob.has_b else 0.0)
+                  + footprint_bytes(prob, "c", prob.m, prob.n, prob.k, prob.count))
+    streaming = mapping.estimated_dram_bytes <= 1.1 * float(compulsory)
+    if prob.reduction and not prob.causal and (single_wave or streaming or not has_chip_cache):
+        # along k only when cache reuse cannot depend on it: one wave of tiles, every
+        # byte fetched once anyway (streaming weights), or no chip-level cache
         out["k"] = (mapping.tile_k, prob.k // mapping.tile_k)
     if mapping.distribution == "block":
         pc, pm, pn = mapping.partition
@@ -205,9 +211,10 @@ def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pl
     a, b = run(r1), run(r2)
     steady = True
     c = None
+    doublings = 0
     while True:
         r3 = 2 * r2 - r1
-        if r3 > total // 2:
+        if r3 > total // 2 or doublings > MAX_DOUBLINGS:
             if c is None:
                 return None
             # never steady within half the problem: extrapolate from the largest samples
@@ -229,6 +236,7 @@ def _extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pl
                 ok = False
         if ok:
             break
+        doublings += 1
         a, b, r1, r2 = b, c, r2, r3
     out = _line(b, c, (total - r2) / (r3 - r2))
     if plan[0] == "waves":

@@ -1,0 +1,133 @@
+"""LLM runs on chips: the memory wall of decode, the compute wall of prefill, fit checks."""
+from __future__ import annotations
+
+import pytest
+
+from sim.config.registry import load_chip, list_chips
+from sim.errors import WorkloadError
+from sim.inference import run_llm
+from sim.workload.llm import kv_cache_bytes
+from sim.workload.models import load_model_spec
+
+# h200_sxm with its HBM slowed to 3.35 TB/s (the textbook number; the H200 holds the 141 GB
+# of FP16 weights that an 80 GB H100 could not)
+SLOW_HBM = ["memory.levels.hbm3e.data_rate_gbps_per_pin=4.455"]
+
+
+@pytest.fixture(scope="module")
+def chip_335():
+    chip = load_chip("h200_sxm", overrides=SLOW_HBM)
+    assert abs(chip.memory.dram.peak_bytes_per_s - 3.35e12) < 0.01e12
+    return chip
+
+
+@pytest.fixture(scope="module")
+def decode_fp16(chip_335):
+    return run_llm(chip_335, "llama3-70b", phase="decode", batch=1, context_len=1024, dtype="fp16")
+
+
+def test_textbook_70b_fp16_decode_is_bound_by_bandwidth(chip_335, decode_fp16):
+    weights = decode_fp16["fit"]["weight_bytes"]
+    assert 139e9 < weights < 143e9                      # ~140 GB of FP16 weights
+    bound = chip_335.memory.dram.peak_bytes_per_s / weights
+    assert bound < 24.0
+    tps = decode_fp16["tokens_per_s"]
+    assert tps <= bound                                  # never above the bandwidth bound
+    assert tps >= 0.75 * bound                           # and close under it
+
+
+def test_int8_weights_nearly_double_decode(chip_335, decode_fp16):
+    int8 = run_llm(chip_335, "llama3-70b", phase="decode", batch=1, context_len=1024, dtype="fp16",
+                   weight_dtype="int8")
+    assert int8["tokens_per_s"] >= 1.6 * decode_fp16["tokens_per_s"]
+    assert int8["tokens_per_s"] <= 2.0 * decode_fp16["tokens_per_s"] * 1.05
+
+
+def test_batching_multiplies_throughput_latency_grows_little(chip_335, decode_fp16):
+    b16 = run_llm(chip_335, "llama3-70b", phase="decode", batch=16, context_len=1024, dtype="fp16")
+    assert b16["tokens_per_s"] >= 8 * decode_fp16["tokens_per_s"]
+    assert b16["tpot_s"] <= 1.5 * decode_fp16["tpot_s"]
+
+
+def test_kv_cache_bytes_closed_form():
+    spec = load_model_spec("llama3-8b")
+    got = kv_cache_bytes(spec, tokens=3000, batch=7, kv_dtype="bf16")
+    assert got == 2 * 32 * 8 * 128 * 3000 * 7 * 2
+    assert kv_cache_bytes(spec, tokens=3000, batch=7, kv_dtype="fp8") == got // 2
+
+
+def _time_share(res, bound: str) -> float:
+    ops = [o for o in res["ops"] if o["kind"] != "collective"]
+    total = sum(o["total_seconds"] for o in ops)
+    return sum(o["total_seconds"] for o in ops if o["bound"] == bound) / total
+
+
+#: chips whose buffers let a 4k-token prefill's GEMMs reach their ridge point; the others
+#: are memory-bound even in prefill, as the roofline says: TPU v1 (ridge ~2,700 ops/byte:
+#: 92 TOPS over 34 GB/s - its paper reports its MLPs memory-bound too), Eyeriss (108 KB
+#: buffer) and the edge NPU's QKV projection (512 KiB buffer)
+COMPUTE_BOUND_PREFILL = ("npu_128x128", "h200_sxm", "h100_sxm", "blackwell_b200", "scalesim_32x32")
+
+
+@pytest.mark.parametrize("chip_name", [c for c in COMPUTE_BOUND_PREFILL if c != "scalesim_32x32"])
+def test_prefill_compute_bound_decode_memory_bound(chip_name):
+    """The roofline's prediction on every shipped chip with 16-bit units: a long prefill
+    spends most of its time in compute-bound ops, a batch-1 decode step in memory-bound
+    ones."""
+    chip = load_chip(chip_name)
+    pre = run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=4096, allow_overflow=True)
+    dec = run_llm(chip, "llama3-8b", phase="decode", batch=1, context_len=4096, allow_overflow=True)
+    assert _time_share(pre, "compute") > 0.5, chip_name
+    assert _time_share(dec, "memory") > 0.5, chip_name
+
+
+@pytest.mark.parametrize("chip_name", list_chips())
+def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
+    """Every shipped chip, at its best format (int8-only chips run W8A8): Llama-3-8B's
+    decode GEMVs are memory-bound; its prefill GEMMs are bound exactly as the roofline
+    says (compute-bound iff their arithmetic intensity, with the traffic the mapping really
+    causes, reaches the ridge point), which is compute-bound on COMPUTE_BOUND_PREFILL."""
+    import dataclasses
+
+    from sim.api import simulate
+    from sim.workload.llm import decode, prefill
+
+    chip = load_chip(chip_name)
+    classes = {k for a in chip.cores.arrays for k in a.macs_per_pe_per_cycle}
+    dtype = "bf16" if "bf16" in classes else "int8"
+    spec = load_model_spec("llama3-8b")
+    ridge = chip.peak_flops(dtype) / chip.memory.dram.peak_bytes_per_s
+
+    def gemms(trace):
+        for t in trace:
+            if t.op.kind == "gemm" and "weight" in t.op.tags:
+                yield dataclasses.replace(t.op, dtype=dtype, weight_dtype=None, out_dtype=None)
+
+    for op in gemms(decode(spec, 1, 4096)):
+        assert simulate(chip, op).bound == "memory", (chip_name, op.name)
+    for op in gemms(prefill(spec, 1, 4096)):
+        if op.m < 256:   # the LM head only runs on the last token of a prefill
+            continue
+        r = simulate(chip, op)
+        # the classification is the roofline's: compute-bound iff intensity >= ridge point
+        assert (r.bound == "compute") == (r.arithmetic_intensity >= ridge * 0.999), (chip_name, op.name)
+        if chip_name in COMPUTE_BOUND_PREFILL:
+            assert r.bound == "compute", (chip_name, op.name, r.arithmetic_intensity, ridge)
+
+
+def test_model_that_does_not_fit_is_refused_with_numbers():
+    chip = load_chip("npu_128x128")
+    with pytest.raises(WorkloadError, match=r"does not fit .* GB"):
+        run_llm(chip, "llama3-70b", phase="decode", batch=1, context_len=1024)
+    ok = run_llm(load_chip("h200_sxm"), "llama3-70b", phase="decode", batch=1, context_len=1024,
+                 tensor_parallel=2)
+    assert ok["fit"]["fits"] and ok["fit"]["chips"] == 2
+
+
+def test_generation_interpolates_between_sampled_steps():
+    chip = load_chip("h200_sxm")
+    gen = run_llm(chip, "llama3-8b", phase="generate", batch=4, prompt_len=512, new_tokens=64)
+    first = run_llm(chip, "llama3-8b", phase="decode", batch=4, context_len=512)
+    last = run_llm(chip, "llama3-8b", phase="decode", batch=4, context_len=512 + 63)
+    assert gen["ttft_s"] > 0 and gen["decode_steps_simulated"] <= 9
+    assert min(first["tpot_s"], last["tpot_s"]) * 0.999 <= gen["tpot_s"] <= max(first["tpot_s"], last["tpot_s"]) * 1.001
