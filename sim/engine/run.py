@@ -43,6 +43,8 @@ STEADY_TOLERANCE = 0.05
 MAX_DOUBLINGS = 2
 #: candidate mappings whose estimate is within this factor of the best are simulated
 REFINE_WITHIN = 1.25
+#: candidates simulated for problems large enough to need extrapolation
+REFINE_LARGE = 2
 _MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
 _MEMO_MAX = 4096
 
@@ -153,14 +155,15 @@ def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool):
         P = max(1, mapping.cores_used)
         waves = tiles // P
         # tiles are rasterised in groups of g tile rows; cache reuse repeats once per
-        # group, so samples start after the first group and span at least two more
+        # group, so samples start after the first group and each sample interval spans
+        # at least one group
         from .lower import raster_group
 
         tn = math.ceil(prob.n / mapping.tile_n)
         tm = math.ceil(prob.m / mapping.tile_m)
         period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
         w1 = max(MIN_SAMPLE_ROUNDS[0], period)
-        w2 = int(max(w1 + 2 * period, MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(work / waves, 1.0)))
+        w2 = int(max(w1 + period, MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(work / waves, 1.0)))
         if 4 * w2 <= waves:
             return ("waves", tiles, P, waves, (w1, w2))
     best = None
@@ -263,6 +266,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     ms = getattr(chip, "mapping", None)
     top = ms.refine_candidates if (ms is not None and not ideal) else 1
     cands = _candidates(chip, prob, info, cores, budget, top, ideal)
+    if len(cands) > REFINE_LARGE and _extrapolation_plan(chip, cands[0][1], cands[0][2], ideal) is not None:
+        cands = cands[:REFINE_LARGE]  # large problems: fewer candidates, each is costly to simulate
     best = None
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(info, split_k=split, candidates_simulated=len(cands)))
