@@ -31,18 +31,21 @@ def _chip(chip, overrides=None):
 
 
 def simulate(chip, op, *, dataflow: str | None = None, memory: str = "modeled", array: str | None = None,
-             row_length: int | None = None, overrides: Iterable[str] | None = None) -> OpResult:
+             row_length: int | None = None, overrides: Iterable[str] | None = None,
+             fidelity: str = "high") -> OpResult:
     """Simulate one op (Gemm, Conv2d, Attention, VectorOp, Copy, Collective) on a chip
-    (a ChipSpec, a name from arch_configs/ or a path)."""
+    (a ChipSpec, a name from arch_configs/ or a path).  ``fidelity="fast"`` samples large
+    problems more briefly (for big sweeps)."""
     chip = _chip(chip, overrides)
-    return simulate_op(chip, op, Options(dataflow=dataflow, memory=memory, array=array, row_length=row_length))
+    return simulate_op(chip, op, Options(dataflow=dataflow, memory=memory, array=array, row_length=row_length,
+                                         fidelity=fidelity))
 
 
 def simulate_gemm(chip, m: int, k: int, n: int, *, count: int = 1, dtype: str = "bf16",
                   weight_dtype: str | None = None, sparsity: str | None = None, dataflow: str | None = None,
                   memory: str = "modeled", array: str | None = None, row_length: int | None = None,
-                  overrides: Iterable[str] | None = None, name: str = "gemm") -> OpResult:
+                  overrides: Iterable[str] | None = None, name: str = "gemm", fidelity: str = "high") -> OpResult:
     """C[m×n] = A[m×k]·B[k×n] on ``chip``."""
     op = Gemm(name, m=m, k=k, n=n, count=count, dtype=dtype, weight_dtype=weight_dtype, sparsity=sparsity)
     return simulate(chip, op, dataflow=dataflow, memory=memory, array=array, row_length=row_length,
-                    overrides=overrides)
+                    overrides=overrides, fidelity=fidelity)

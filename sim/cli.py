@@ -57,7 +57,7 @@ def cmd_gemm(args) -> int:
     chip = _chip_from_args(args)
     r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=args.dtype,
                       weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
-                      memory=args.memory, row_length=args.row_length)
+                      memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)
     if args.json:
         print(r.to_json())
         return 0
@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sparsity", choices=["2:4"], default=None, help="2:4 structured-sparse weights")
     g.add_argument("--memory", choices=["ideal", "modeled"], default="modeled",
                    help="ideal: stall-free compute cycles (SCALE-Sim comparable); modeled: SRAM + HBM timing")
+    g.add_argument("--fidelity", choices=["high", "fast"], default="high",
+                   help="fast: sample large problems more briefly (a few %% less accurate)")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=cmd_gemm)
 

@@ -298,6 +298,8 @@ def add_run_parser(sub, func) -> None:
     r.add_argument("--attention", choices=["fused", "unfused"], default="fused")
     r.add_argument("--dataflow", default=None)
     r.add_argument("--memory", choices=["ideal", "modeled"], default="modeled")
+    r.add_argument("--fidelity", choices=["high", "fast"], default="high",
+                   help="fast: sample large ops more briefly (a few %% less accurate)")
     r.add_argument("--allow-overflow", action="store_true", help="simulate even if the model does not fit")
     r.add_argument("--top", type=int, default=12, help="ops shown in the breakdown table")
     r.add_argument("--json", action="store_true", help="print one JSON object")
@@ -312,7 +314,7 @@ def cmd_run(args) -> int:
                   context_len=args.context_len, new_tokens=args.new_tokens, draft_tokens=args.draft_tokens,
                   dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,
                   tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
-                  attention=args.attention, options=Options(dataflow=args.dataflow, memory=args.memory),
+                  attention=args.attention, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
                   allow_overflow=args.allow_overflow, progress=not args.json and sys.stderr.isatty())
     if args.json:
         print(json.dumps(res, default=_json_default))

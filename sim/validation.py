@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,11 +241,13 @@ def validate(chip, cases_path: str | Path, progress: bool = True):
     for c in it:
         row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **{k: int(v) for k, v in c.values.items()},
                "measured_ms": c.measured_ms}
+        t0 = time.perf_counter()
         try:
             row.update(predict(chip, c))
             row["error"] = ""
         except SimError as exc:
             row.update({"predicted_ms": float("nan"), "kernels": 0, "bound": "", "error": str(exc)})
+        row["wall_s"] = time.perf_counter() - t0
         if c.measured_ms and row["predicted_ms"] == row["predicted_ms"]:
             row["error_pct"] = 100.0 * (row["predicted_ms"] - c.measured_ms) / c.measured_ms
         else:

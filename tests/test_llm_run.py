@@ -33,7 +33,7 @@ def test_textbook_70b_fp16_decode_is_bound_by_bandwidth(chip_335, decode_fp16):
     assert bound < 24.0
     tps = decode_fp16["tokens_per_s"]
     assert tps <= bound                                  # never above the bandwidth bound
-    assert tps >= 0.75 * bound                           # and close under it
+    assert tps >= 0.70 * bound                           # and close under it (MBU >= 70%)
 
 
 def test_int8_weights_nearly_double_decode(chip_335, decode_fp16):

@@ -30,6 +30,14 @@ from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
 DEQUANT_OPS_PER_WEIGHT = 2
+#: how much of a large problem is simulated before extrapolating (sim.engine.run): problems
+#: above ``steps``/``chunks`` (per core steps, DRAM chunks) are extrapolated from samples of
+#: about ``sample_chunks``; ``refine`` caps the candidate mappings simulated.  "fast" (for
+#: large sweeps) is about 3x cheaper and a few percent less accurate (README, Speed).
+FIDELITY = {
+    "high": {"steps": 60_000, "chunks": 400_000, "sample_chunks": 100_000, "refine": 4, "refine_large": 2},
+    "fast": {"steps": 30_000, "chunks": 60_000, "sample_chunks": 20_000, "refine": 1, "refine_large": 1},
+}
 #: event-ordering quantum, see kernel_arrays
 REORDER_QUANTUM_CYCLES = 32.0
 #: elements per row when a 1-D stream (vector op, copy) is laid out as rows
@@ -50,10 +58,13 @@ class Options:
     array: str | None = None
     row_length: int | None = None
     tiles: tuple[int, int, int] | None = None   # force (m, n, k) tiles (a library's only kernel)
+    fidelity: str = "high"                      # high | fast: how much of a large problem is simulated
 
     def __post_init__(self) -> None:
         if self.memory not in ("modeled", "ideal"):
             raise MappingError(f"memory must be 'modeled' or 'ideal', got {self.memory!r}")
+        if self.fidelity not in FIDELITY:
+            raise MappingError(f"fidelity must be one of {', '.join(FIDELITY)}, got {self.fidelity!r}")
 
 
 def bytes_per_element(dtype: str) -> float:

@@ -27,15 +27,10 @@ from ..mapper.search import Mapping, TileProblem, footprint_bytes, search, searc
 from ..memory.dram import DramParams
 from ..results import OpResult
 from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
-from .lower import Options, kernel_arrays, lower_op, memory_budget, operand_bases
+from .lower import FIDELITY, Options, kernel_arrays, lower_op, memory_budget, operand_bases
 
-#: a problem is extrapolated (see module doc) above this many steps on the busiest core
-#: or this many DRAM chunks; SAMPLE_ROUNDS are the two shortened copies simulated
-EXTRAPOLATE_STEPS = 60_000
-EXTRAPOLATE_CHUNKS = 120_000
-#: the larger sample is sized to about this many DRAM chunks (or steps), so its slope
-#: averages over many refresh intervals; the smaller one is a quarter of it
-SAMPLE_CHUNKS = 60_000
+#: False simulates every problem in full (tests compare extrapolation against that)
+EXTRAPOLATE = True
 MIN_SAMPLE_ROUNDS = (2, 4)
 #: slopes over consecutive samples must agree this closely for the steady state
 STEADY_TOLERANCE = 0.05
@@ -142,13 +137,17 @@ def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[s
     return out
 
 
-def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool):
+def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool, fidelity: str = "high"):
     """How to shorten a large problem: ("dim", dim, round size, rounds, (r1, r2)),
     ("waves", total tiles, cores, waves, (w1, w2)), or None to simulate in full."""
+    fid = FIDELITY[fidelity]
     steps = _max_core_steps(prob, mapping)
     chunks = 0.0 if ideal else mapping.estimated_dram_bytes / max(1, chip.memory.dram.interleave_bytes)
     work = max(steps, chunks)
-    if steps <= EXTRAPOLATE_STEPS and chunks <= EXTRAPOLATE_CHUNKS:
+    if not EXTRAPOLATE:
+        return None
+    sample = fid["sample_chunks"]
+    if steps <= fid["steps"] and chunks <= fid["chunks"]:
         return None
     if mapping.distribution == "cyclic" and not prob.causal:
         tiles = prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
@@ -163,7 +162,7 @@ def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool):
         tm = math.ceil(prob.m / mapping.tile_m)
         period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
         w1 = max(MIN_SAMPLE_ROUNDS[0], period)
-        w2 = int(max(w1 + period, MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(work / waves, 1.0)))
+        w2 = int(max(w1 + period, MIN_SAMPLE_ROUNDS[1], sample / max(work / waves, 1.0)))
         if 4 * w2 <= waves:
             return ("waves", tiles, P, waves, (w1, w2))
     best = None
@@ -173,7 +172,7 @@ def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool):
     if best is None:
         return None
     dim, rs, rounds = best
-    r2 = int(min(rounds // 4, max(MIN_SAMPLE_ROUNDS[1], SAMPLE_CHUNKS / max(work / rounds, 1.0))))
+    r2 = int(min(rounds // 4, max(MIN_SAMPLE_ROUNDS[1], sample / max(work / rounds, 1.0))))
     r1 = max(MIN_SAMPLE_ROUNDS[0], r2 // 4)
     return ("dim", dim, rs, rounds, (r1, r2))
 
@@ -264,14 +263,16 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     prob, info = lower_op(chip, op, options, cores)
     budget = memory_budget(chip, ideal and not prob.causal)
     ms = getattr(chip, "mapping", None)
-    top = ms.refine_candidates if (ms is not None and not ideal) else 1
+    fid = FIDELITY[options.fidelity]
+    top = min(ms.refine_candidates, fid["refine"]) if (ms is not None and not ideal) else 1
     cands = _candidates(chip, prob, info, cores, budget, top, ideal)
-    if len(cands) > REFINE_LARGE and _extrapolation_plan(chip, cands[0][1], cands[0][2], ideal) is not None:
-        cands = cands[:REFINE_LARGE]  # large problems: fewer candidates, each is costly to simulate
+    if len(cands) > fid["refine_large"] and _extrapolation_plan(chip, cands[0][1], cands[0][2], ideal,
+                                                                options.fidelity) is not None:
+        cands = cands[:fid["refine_large"]]  # large problems: fewer candidates, each is costly to simulate
     best = None
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(info, split_k=split, candidates_simulated=len(cands)))
-        plan = _extrapolation_plan(chip, p, mapping, ideal)
+        plan = _extrapolation_plan(chip, p, mapping, ideal, options.fidelity)
         run = _extrapolated_run(chip, p, mapping, ideal, plan) if plan is not None else None
         if run is None:
             run = _run_kernel(chip, p, mapping, ideal)
@@ -285,7 +286,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             run["extrapolated"] = None
             res = _result(chip, op, p, mapping, mapping.compute, run, ideal)
         if split > 1:
-            res = _merge(res, simulate_op(chip, _split_k_reduction(op, split), Options(memory=options.memory)))
+            res = _merge(res, simulate_op(chip, _split_k_reduction(op, split),
+                                          Options(memory=options.memory, fidelity=options.fidelity)))
         if best is None or res.seconds < best.seconds:
             best = res
     return best

@@ -34,7 +34,7 @@ def _llm(chip, model, wl: dict) -> dict[str, float]:
               weight_dtype=wl["weight_dtype"], kv_dtype=wl["kv_dtype"], sparsity=wl["sparsity"],
               tensor_parallel=wl["tensor_parallel"], pipeline_parallel=wl["pipeline_parallel"],
               attention=wl["attention"])
-    options = Options(dataflow=wl["dataflow"], memory=wl["memory"])
+    options = Options(dataflow=wl["dataflow"], memory=wl["memory"], fidelity=wl.get("fidelity", "high"))
     res = run_llm(chip, model, options=options, allow_overflow=wl["allow_overflow"], **kw)
     comps = llm_energy_components_j(chip, model, res, options=options, **kw)
     seconds = _f(res.get("seconds"))
@@ -66,7 +66,7 @@ def _gemm(chip, wl: dict) -> dict[str, float]:
 
     r = simulate_gemm(chip, m=wl["m"], k=wl["k"], n=wl["n"], count=wl["count"], dtype=wl["dtype"],
                       weight_dtype=wl["weight_dtype"], sparsity=wl["sparsity"], dataflow=wl["dataflow"],
-                      memory=wl["memory"], row_length=wl["row_length"])
+                      memory=wl["memory"], row_length=wl["row_length"], fidelity=wl.get("fidelity", "high"))
     out = {"seconds": r.seconds, "cycles": r.cycles, "utilization": r.utilization, "energy_j": r.energy_pj * 1e-12,
            "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
            "memory_bound_share": 1.0 if r.bound == "memory" else 0.0,

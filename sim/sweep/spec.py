@@ -135,6 +135,7 @@ class WorkloadSpec(BaseModel):
     sparsity: Optional[Literal["2:4"]] = None
     dataflow: Optional[str] = None
     memory: Literal["modeled", "ideal"] = "modeled"
+    fidelity: Literal["high", "fast"] = "high"
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "WorkloadSpec":
