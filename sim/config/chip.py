@@ -616,6 +616,8 @@ class MappingSpec(_Spec):
     # the mapper's best few candidates (by its analytic estimate) are simulated and the
     # fastest kept, as a kernel library's autotuner picks among its kernels
     refine_candidates: _int(1, 16) = 1
+    # tile buffers per operand of the library's fused attention kernel (None: the SRAM's)
+    attention_pipeline_stages: Optional[_int(1, 64)] = None
 
 
 class ChipSpec(_Spec):

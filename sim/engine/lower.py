@@ -164,20 +164,24 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
         qk = gemm_tile_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")
         pv = gemm_tile_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")
         scores = mt * kt
-        vec = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE) + special_cycles(
-            chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
+        lane = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE)
+        special = special_cycles(chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
         if kv_narrow:  # a quantised KV cache is widened on the vector unit, tile by tile
-            vec = vec + vector_cycles(chip, kt * 2 * d * DEQUANT_OPS_PER_WEIGHT)
-        # QK^T -> softmax -> PV is a dependency chain within a tile; FlashAttention-2
-        # style kernels do not overlap the softmax with the matrix work
-        return (qk + pv + vec).astype(np.float64)
+            lane = lane + vector_cycles(chip, kt * 2 * d * DEQUANT_OPS_PER_WEIGHT)
+        # QK^T -> exp -> PV is a dependency chain within a tile: the exponentials (on the
+        # special-function units, far slower than the matrix units - FlashAttention-3,
+        # Shah et al. 2024, sec. 3) add to the matrix work; the other softmax lane ops
+        # (max, subtract, sum, rescale) issue on the vector lanes alongside it
+        return np.maximum(qk + pv + special, lane).astype(np.float64)
 
     um, un, uk = _array_units(df, choice)
+    ms = getattr(chip, "mapping", None)
+    stages = ms.attention_pipeline_stages if ms is not None else None
     prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
                        a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
                        reduction=True, causal=op.causal, causal_past=op.kv_len - op.q_len, causal_group=group,
                        unit_m=max(1, min(um, 128)), unit_n=1, unit_k=max(16, uk), fixed_order="mnk",
-                       macs=op.macs, flops=op.flops)
+                       macs=op.macs, flops=op.flops, stages=stages)
     info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
             "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
             "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "k_per_pe_cycle": choice.k_per_pe_cycle,
@@ -343,7 +347,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
     geo[K.G_INTERLEAVE] = dram.interleave_bytes
-    geo[K.G_STAGES] = chip.memory.core_srams[-1].buffers
+    geo[K.G_STAGES] = prob.stages or chip.memory.core_srams[-1].buffers
     l2_levels = chip.memory.chip_srams
     l2_bytes = sum(s.capacity_bytes for s in l2_levels)
     desc = np.zeros((3, K.D_LEN), dtype=np.int64)

@@ -83,6 +83,7 @@ class TileProblem:
     fixed_k: int | None = None                   # the k tile, when the library fixes it
     distribution: str = "any"                    # any | block | cyclic
     cluster: int = 1                             # cores sharing tile loads by multicast
+    stages: int | None = None                    # tile buffers per operand (None: the chip's)
     macs: int = 0
     flops: float = 0.0
 
@@ -302,7 +303,8 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
     MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
-    a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, mem.buffers)
+    buffers = prob.stages or mem.buffers
+    a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, buffers)
     if mem.partition is None:
         fits = (a_b + b_b + c_b) <= mem.sram_bytes
     else:
@@ -353,7 +355,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
                 # double buffering keeps at most `buffers` steps' loads in flight, so each
                 # step costs at least (latency + its bytes / bandwidth) / buffers
                 step_bytes = (r + w) / steps
-                per_step = np.maximum(step_bytes / core_bw, (mem.latency_cycles + step_bytes / core_bw) / mem.buffers)
+                per_step = np.maximum(step_bytes / core_bw, (mem.latency_cycles + step_bytes / core_bw) / buffers)
                 per_core_max = np.maximum(per_core_max, steps * per_step)
             mem_time = np.maximum((rd + wr) / dram_bw, per_core_max)
             mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
