@@ -154,9 +154,12 @@ UseRamulatorTrace: False
               f"print(dt)")
     try:
         proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=3600)
-        ss_s = float(proc.stdout.strip().splitlines()[-1])
-    except Exception as exc:  # noqa: BLE001 - optional comparison
-        return {"what": "SCALE-Sim side by side", "error": f"{exc}: {proc.stderr[-500:] if 'proc' in dir() else ''}"}
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"what": "SCALE-Sim side by side", "error": str(exc)}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return {"what": "SCALE-Sim side by side", "error": f"exit {proc.returncode}: {proc.stderr[-800:]}"}
+    ss_s = float(lines[-1])
     chip = load_chip("scalesim_32x32", overrides=[f"cores.arrays.0.rows={rows}", f"cores.arrays.0.cols={cols}"])
     ours = _timed(lambda: simulate_gemm(chip, layer[0], layer[1], layer[2], dtype="int8", dataflow="ws",
                                         memory="ideal"))

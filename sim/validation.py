@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -167,14 +168,28 @@ def _gemm_ops(case: Case):
     return ops
 
 
-def _attention_ops(case: Case):
+def _sdpa_ops(op):
+    """The kernels cuDNN's SDPA runs for one fused attention op on sm90 (kernel names in
+    validation/measurements/h200_case_stats.csv): a single query row (decode) runs an
+    Ampere-style mma.sync flash kernel; longer queries run a memset and then the wgmma
+    flash kernel.  What the memset clears is not documented; it is costed as a fill of one
+    fp32 softmax statistic per query row (an assumption: it is a launch either way)."""
     from .engine.lower import Options
+    from .workload.ops import VectorOp
+
+    if op.q_len == 1:
+        return [(op, Options(array="tensor_cores_sm80"))]
+    rows = op.batch * op.heads * op.q_len
+    return [(VectorOp("sdpa_memset", "fill", rows, 0.0, 0, rows * 4), Options()), (op, Options())]
+
+
+def _attention_ops(case: Case):
     from .workload.ops import Attention
 
     op = Attention("sdpa", batch=case.get("batch"), heads=case.get("heads"), kv_heads=case.get("kv_heads"),
                    head_dim=case.get("head_dim"), q_len=case.get("q_len"), kv_len=case.get("kv_len"),
                    causal=bool(case.values["causal"]), dtype="bf16", fused=True)
-    return [(op, Options())]
+    return _sdpa_ops(op)
 
 
 def _layer_ops(case: Case):
@@ -192,7 +207,11 @@ def _layer_ops(case: Case):
         raise WorkloadError(f"line {case.line}: q_len {q} > kv_len {kv}")
     trace = build_iteration(spec, Iteration(tuple(Sequence(q, kv - q) for _ in range(b)), label="layer"),
                             include_lm_head=False, include_embedding=False)
-    return [(t.op, Options()) for t in trace for _ in range(t.repeat)]
+    out = []
+    for t in trace:
+        ops = _sdpa_ops(t.op) if t.op.kind == "attention" else [(t.op, Options())]
+        out.extend(ops * t.repeat)
+    return out
 
 
 def _copy_ops(case: Case):
@@ -223,8 +242,41 @@ def predict(chip, case: Case) -> dict[str, Any]:
     return {"predicted_ms": pred_ms, "kernels": kernels, "bound": max(set(bounds), key=bounds.count) if bounds else ""}
 
 
-def validate(chip, cases_path: str | Path, progress: bool = True):
-    """Predict every case; return a DataFrame with measured, predicted and signed error (%)."""
+def _predict_row(chip, c: Case) -> dict[str, Any]:
+    row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **{k: int(v) for k, v in c.values.items()},
+           "measured_ms": c.measured_ms}
+    t0 = time.perf_counter()
+    try:
+        row.update(predict(chip, c))
+        row["error"] = ""
+    except SimError as exc:
+        row.update({"predicted_ms": float("nan"), "kernels": 0, "bound": "", "error": str(exc)})
+    row["wall_s"] = time.perf_counter() - t0
+    if c.measured_ms and row["predicted_ms"] == row["predicted_ms"]:
+        row["error_pct"] = 100.0 * (row["predicted_ms"] - c.measured_ms) / c.measured_ms
+    else:
+        row["error_pct"] = float("nan")
+    return row
+
+
+_WORKER_CHIP = None
+
+
+def _worker_init(chip) -> None:
+    global _WORKER_CHIP
+    _WORKER_CHIP = chip
+
+
+def _worker_predict(c: Case) -> dict[str, Any]:
+    return _predict_row(_WORKER_CHIP, c)
+
+
+def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1):
+    """Predict every case; return a DataFrame with measured, predicted and signed error (%).
+
+    ``jobs`` > 1 spreads the cases over that many processes; every case is predicted the
+    same way wherever it runs (the simulator is deterministic), so the table is identical
+    to a serial run's except for the ``wall_s`` column."""
     import pandas as pd
 
     from .config.registry import load_chip
@@ -232,27 +284,31 @@ def validate(chip, cases_path: str | Path, progress: bool = True):
     if isinstance(chip, (str, Path)):
         chip = load_chip(chip)
     cases = read_cases(cases_path)
-    it = cases
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(cases, desc="validate", unit="case", file=sys.stderr)
-    rows = []
-    for c in it:
-        row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **{k: int(v) for k, v in c.values.items()},
-               "measured_ms": c.measured_ms}
-        t0 = time.perf_counter()
-        try:
-            row.update(predict(chip, c))
-            row["error"] = ""
-        except SimError as exc:
-            row.update({"predicted_ms": float("nan"), "kernels": 0, "bound": "", "error": str(exc)})
-        row["wall_s"] = time.perf_counter() - t0
-        if c.measured_ms and row["predicted_ms"] == row["predicted_ms"]:
-            row["error_pct"] = 100.0 * (row["predicted_ms"] - c.measured_ms) / c.measured_ms
-        else:
-            row["error_pct"] = float("nan")
-        rows.append(row)
+        bar = tqdm(total=len(cases), desc="validate", unit="case", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+    jobs = max(1, min(int(jobs), len(cases)))
+    if jobs == 1:
+        for c in cases:
+            rows.append(_predict_row(chip, c))
+            if bar is not None:
+                bar.update()
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fresh interpreter per worker (no forked locks or compiled-code state)
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                                 initargs=(chip,)) as pool:
+            for row in pool.map(_worker_predict, cases, chunksize=1):
+                rows.append(row)
+                if bar is not None:
+                    bar.update()
+    if bar is not None:
+        bar.close()
     return pd.DataFrame(rows)
 
 
@@ -321,6 +377,8 @@ def add_validate_parser(sub, func) -> None:
     v.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value")
     v.add_argument("--out", default=None, help="folder for predictions.csv, summary.json and scatter.png")
     v.add_argument("--json", action="store_true", help="the last line printed is one JSON summary object")
+    v.add_argument("-j", "--jobs", type=int, default=None,
+                   help="processes to predict with (default: the machine's cores, at most 8)")
     v.set_defaults(func=func)
 
 
@@ -330,7 +388,10 @@ def cmd_validate(args) -> int:
     from .config.registry import load_chip
 
     chip = load_chip(args.chip, overrides=args.set or [])
-    df = validate(chip, args.cases, progress=sys.stderr.isatty())
+    jobs = args.jobs if args.jobs is not None else min(8, os.cpu_count() or 1)
+    if jobs < 1:
+        raise WorkloadError(f"--jobs must be at least 1 (got {jobs})")
+    df = validate(chip, args.cases, progress=sys.stderr.isatty(), jobs=jobs)
     summary = summarize(df)
     summary["chip"] = chip.name
     summary["cases_file"] = str(args.cases)

@@ -82,6 +82,16 @@ def test_list():
     assert "nvfp4" in sim("list", "formats").stdout.split()
 
 
+def test_python_dash_m_sim_is_the_same_front_end():
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ok = subprocess.run([sys.executable, "-m", "sim", "list", "chips"], capture_output=True, text=True, env=env,
+                        cwd=ROOT, timeout=300)
+    assert ok.returncode == 0 and ok.stdout == sim("list", "chips").stdout
+    bad = subprocess.run([sys.executable, "-m", "sim", "gemm", "npu_128x128", "--m", "0", "--k", "4", "--n", "4"],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
 def test_scalesim_front_end_json_per_layer():
     lines = sim("scalesim", str(DATA / "scalesim" / "scale.cfg"), str(DATA / "scalesim" / "gemm_small.csv"),
                 "--json").stdout.strip().splitlines()

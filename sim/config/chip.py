@@ -618,6 +618,10 @@ class MappingSpec(_Spec):
     refine_candidates: _int(1, 16) = 1
     # tile buffers per operand of the library's fused attention kernel (None: the SRAM's)
     attention_pipeline_stages: Optional[_int(1, 64)] = None
+    # fixed time a library GEMM or attention kernel spends outside its tile loop (kernel
+    # parameters and TMA descriptors fetched, barriers set up, the epilogue's stores
+    # drained before exit), on top of a minimal kernel's launch; microbenchmarked
+    kernel_prologue_ns: _num(ge=0, le=1e9) = 0.0
 
 
 class ChipSpec(_Spec):

@@ -38,6 +38,10 @@ FIDELITY = {
     "high": {"steps": 60_000, "chunks": 400_000, "sample_chunks": 100_000, "refine": 4, "refine_large": 2},
     "fast": {"steps": 30_000, "chunks": 60_000, "sample_chunks": 20_000, "refine": 1, "refine_large": 1},
 }
+#: chip-level cache geometry in the engine: each set holds this many of the largest tiles
+#: (bytes are counted, so smaller tiles share a set's room), with at most this many ways
+L2_TILES_PER_SET = 4
+L2_MAX_WAYS = 256
 #: event-ordering quantum, see kernel_arrays
 REORDER_QUANTUM_CYCLES = 32.0
 #: elements per row when a 1-D stream (vector op, copy) is laid out as rows
@@ -352,6 +356,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     l2_bytes = sum(s.capacity_bytes for s in l2_levels)
     desc = np.zeros((3, K.D_LEN), dtype=np.int64)
     max_tile = 1.0
+    min_tile = float("inf")
     for row, which in enumerate(("a", "b", "c")):
         dims = getattr(prob, f"{which}_dims")
         fixed = getattr(prob, f"{which}_fixed")
@@ -372,18 +377,26 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
         for dd in dims:
             n_el *= ext[dd]
         max_tile = max(max_tile, n_el * getattr(prob.layout, which))
+        min_tile = min(min_tile, n_el * getattr(prob.layout, which))
     cacheable = bool(desc[0, K.D_PRESENT] or desc[1, K.D_PRESENT])
+    l2_set_bytes = 0.0
     if l2_bytes > 0 and not ideal and cacheable:
-        ways = 16
-        # the cache holds whole tiles; sized by the largest tile (at least 4 KiB), and
-        # never more than 2^20 entries
-        entries = max(ways, min(1 << 20, int(l2_bytes // max(max_tile, 4096.0))))
-        geo[K.G_L2_SETS] = max(1, entries // ways)
+        # The cache holds whole tiles and counts bytes: a set holds any mix of tile sizes
+        # up to its share of the capacity (LRU within the set).  Sets hold at least
+        # L2_TILES_PER_SET of the largest tiles (so the set index spreads tiles like a real
+        # cache's address bits do); ways are enough for the smallest tiles (4 KiB floor).
+        sets = max(1, int(l2_bytes // (L2_TILES_PER_SET * max(max_tile, 4096.0))))
+        l2_set_bytes = l2_bytes / sets
+        ways = int(min(L2_MAX_WAYS, max(16, math.ceil(l2_set_bytes / max(min(min_tile, max_tile), 4096.0)))))
+        sets = min(sets, max(1, (1 << 20) // ways))
+        l2_set_bytes = l2_bytes / sets
+        geo[K.G_L2_SETS] = sets
         geo[K.G_L2_WAYS] = ways
     fp = np.zeros(K.F_LEN, dtype=np.float64)
     fp[K.F_BPE_A], fp[K.F_BPE_B], fp[K.F_BPE_C] = prob.layout.a, max(prob.layout.b, 1e-9), prob.layout.c
     fp[K.F_BPE_PSUM] = prob.layout.psum
     fp[K.F_CYCLE_NS] = 1e9 / chip.clock_hz
+    fp[K.F_L2_SET_BYTES] = l2_set_bytes
     fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
     buf = chip.memory.core_srams[-1]
     fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle

@@ -363,6 +363,9 @@ def _result(chip, op, prob: TileProblem, mapping: Mapping, info: dict, run: dict
     compute = float(stats[busiest, K.S_COMPUTE]) if len(stats) else 0.0
     makespan = float(run["makespan"])
     launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
+    ms = getattr(chip, "mapping", None)
+    if ms is not None and info.get("kind") in ("gemm", "attention"):
+        launch += ms.kernel_prologue_ns * chip.clock_hz / 1e9
     if ideal:
         # SCALE-Sim's convention: the reported count is the index of the last cycle
         cycles = max(0.0, makespan - 1.0)

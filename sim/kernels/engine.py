@@ -89,7 +89,8 @@ F_NOC_LATENCY_CYCLES = 13
 F_DMA_ISSUE_CYCLES = 14      # DMA engine issue interval per chunk
 F_QUANTUM_CYCLES = 15        # a core keeps issuing until it is this far ahead of the next core
 F_MULTICAST_WINDOW = 16      # cycles within which cluster partners share one pull of a tile
-F_LEN = 17
+F_L2_SET_BYTES = 17          # bytes one chip-level cache set holds (tiles of any size share it)
+F_LEN = 18
 
 # ---- per-core statistics (float64 [P, S_LEN]) -------------------------------------------
 S_COMPUTE = 0       # cycles the arrays were busy
@@ -329,6 +330,54 @@ def _make_transfer(geo, desc, fp, op, inst, start, ext, bpe, base, is_write, xf)
     xf[7] = op
 
 
+@kernel(_nrt=False, inline='always')
+def _l2_set_index(key, sets):
+    """Set of a tile key.  Keys are tile coordinates packed with strides, so a plain
+    modulo sends whole rows or columns of tiles to one set; a multiplicative hash
+    (Fibonacci hashing, as XOR-folded address bits do in a real cache) spreads them."""
+    h = (key * np.int64(-7046029254386353131)) >> np.int64(17)
+    return (h % sets + sets) % sets
+
+
+@kernel(_nrt=False, inline='always')
+def _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, set_used, sidx, ways, cap, need):
+    """An entry of set ``sidx`` for a new tile of ``need`` bytes: least recently used
+    tiles are evicted until it fits in the set's bytes (tiles being filled are never
+    evicted); -1 when it cannot fit."""
+    if need > cap:
+        return -1
+    while set_used[sidx] + need > cap:
+        best = -1
+        for w in range(ways):
+            e = sidx * ways + w
+            if l2_tag[e] != -1 and l2_ready[e] >= 0.0 and (best == -1 or l2_lru[e] < l2_lru[best]):
+                best = e
+        if best == -1:
+            return -1
+        set_used[sidx] -= l2_size[best]
+        l2_tag[best] = -1
+        l2_size[best] = 0.0
+    free = -1
+    for w in range(ways):
+        e = sidx * ways + w
+        if l2_tag[e] == -1:
+            free = e
+            break
+    if free == -1:
+        # every way holds a tile: evict the least recently used one that is not filling
+        for w in range(ways):
+            e = sidx * ways + w
+            if l2_ready[e] >= 0.0 and (free == -1 or l2_lru[e] < l2_lru[free]):
+                free = e
+        if free == -1:
+            return -1
+        set_used[sidx] -= l2_size[free]
+    l2_tag[free] = -1
+    l2_size[free] = need
+    set_used[sidx] += need
+    return free
+
+
 @kernel
 def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_time):
     """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles.
@@ -408,6 +457,9 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     l2_tag = np.full(n_l2, -1, np.int64)
     l2_ready = np.zeros(n_l2)
     l2_lru = np.zeros(n_l2, np.int64)
+    l2_size = np.zeros(n_l2)                     # bytes of the tile an entry holds
+    l2_set_used = np.zeros(max(1, l2_sets))      # bytes held per set
+    l2_cap = fp[F_L2_SET_BYTES]
     l2_mc_cluster = np.full(n_l2, -1, np.int64)   # cluster that last pulled the tile over the L2 bus
     l2_mc_time = np.zeros(n_l2)
     l2_mc_done = np.zeros(n_l2)
@@ -595,19 +647,15 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                             store_end[c] = wdone[c]
                         if l2_sets > 0:
                             key = wq[c, slot, 6]
-                            sidx = (key % l2_sets + l2_sets) % l2_sets
+                            sidx = _l2_set_index(key, l2_sets)
                             hit = -1
                             for w in range(l2_ways):
                                 e = sidx * l2_ways + w
                                 if l2_tag[e] == key:
                                     hit = e
                             if hit == -1:
-                                best = -1
-                                for w in range(l2_ways):
-                                    e = sidx * l2_ways + w
-                                    if l2_ready[e] >= 0.0 and (best == -1 or l2_lru[e] < l2_lru[best]):
-                                        best = e
-                                hit = best
+                                hit = _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, sidx, l2_ways,
+                                                l2_cap, wq[c, slot, 1] * wq[c, slot, 4])
                             if hit >= 0:
                                 l2_tag[hit] = key
                                 l2_ready[hit] = wdone[c]
@@ -629,7 +677,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                     op = xf[c, x, 7]
                     if xrow[c] == 0 and xoff[c] == 0 and l2_sets > 0 and desc[op, D_CACHEABLE] == 1 and xl2e[c] == -1:
                         key = xf[c, x, 6]
-                        sidx = (key % l2_sets + l2_sets) % l2_sets
+                        sidx = _l2_set_index(key, l2_sets)
                         hit = -1
                         for w in range(l2_ways):
                             e = sidx * l2_ways + w
@@ -672,12 +720,9 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                             dma_t[c] = t_issue + issue_gap
                             xcur[c] += 1
                             continue
-                        # miss: claim an entry (never evict a fill in flight)
-                        best = -1
-                        for w in range(l2_ways):
-                            e = sidx * l2_ways + w
-                            if l2_ready[e] >= 0.0 and (best == -1 or l2_lru[e] < l2_lru[best]):
-                                best = e
+                        # miss: claim room for the tile (never evict a fill in flight)
+                        best = _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, sidx, l2_ways, l2_cap,
+                                         tile_bytes)
                         if best >= 0:
                             l2_tag[best] = key
                             l2_ready[best] = -1.0
