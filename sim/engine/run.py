@@ -14,6 +14,7 @@ Steps (plain Python around one compiled kernel):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections import OrderedDict
 from typing import Any
@@ -45,7 +46,9 @@ _MEMO_MAX = 4096
 
 
 def clear_cache() -> None:
+    """Forget every memoised op result and engine run (benchmarks time cold runs)."""
     _MEMO.clear()
+    _RUN_CACHE.clear()
 
 
 def _chip_key(chip) -> Any:
@@ -74,19 +77,44 @@ def _rate_class(mapping_info: dict) -> str | None:
     return mapping_info.get("rate_class")
 
 
+#: engine runs remembered by the exact numbers the kernel reads (see _run_kernel)
+_RUN_CACHE: "OrderedDict[bytes, dict]" = OrderedDict()
+_RUN_CACHE_SIZE = 2048
+
+
 def _run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None, tile_limit: int = 0) -> dict:
+    """One engine run.  The kernel is a pure function of its input arrays (fresh DRAM
+    state, no randomness), so a run is remembered by a digest of exactly those arrays:
+    two chips or ops that differ only in what the kernel never sees (an SRAM size that
+    leads to the same mapping, a name) share one run - the common case in a sweep."""
     arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
     arrs["geo"][K.G_TILE_LIMIT] = tile_limit
     P = arrs["P"]
     params = DramParams.from_spec(chip.memory.dram)
     p = params.to_array()
+    inputs = (arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p)
+    h = hashlib.blake2b(digest_size=20)
+    for a in inputs:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    key = h.digest()
+    hit = _RUN_CACHE.get(key)
+    if hit is not None:
+        _RUN_CACHE.move_to_end(key)
+        return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in hit.items()}
     state = params.new_state()
     stats = np.zeros((P, K.S_LEN))
     hist = np.zeros((P, 8), dtype=np.int64)
     out_time = np.zeros(1)
-    K.run_tiled(arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p, state, stats, hist, out_time)
-    return {"stats": stats, "hist": hist, "makespan": float(out_time[0]), "dram_state": state, "P": P,
-            "geo": arrs["geo"], "ranges": arrs["ranges"]}
+    K.run_tiled(*inputs[:5], p, state, stats, hist, out_time)
+    # callers read only the DRAM statistics (the state's last array)
+    run = {"stats": stats, "hist": hist, "makespan": float(out_time[0]), "dram_state": (state[-1],), "P": P,
+           "geo": arrs["geo"], "ranges": arrs["ranges"]}
+    _RUN_CACHE[key] = run
+    if len(_RUN_CACHE) > _RUN_CACHE_SIZE:
+        _RUN_CACHE.popitem(last=False)
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in run.items()}
 
 
 def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
@@ -161,19 +189,19 @@ def _extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool, 
         tn = math.ceil(prob.n / mapping.tile_n)
         tm = math.ceil(prob.m / mapping.tile_m)
         period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
-        w1 = max(MIN_SAMPLE_ROUNDS[0], period)
-        w2 = int(max(w1 + period, MIN_SAMPLE_ROUNDS[1], sample / max(work / waves, 1.0)))
+        w1 = max(fid["min_sample_rounds"][0], period)
+        w2 = int(max(w1 + period, fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
         if 4 * w2 <= waves:
             return ("waves", tiles, P, waves, (w1, w2))
     best = None
     for dim, (rs, rounds) in _rounds(prob, mapping, bool(chip.memory.chip_srams)).items():
-        if rounds >= 4 * MIN_SAMPLE_ROUNDS[1] and (best is None or rounds > best[2]):
+        if rounds >= 4 * fid["min_sample_rounds"][1] and (best is None or rounds > best[2]):
             best = (dim, rs, rounds)
     if best is None:
         return None
     dim, rs, rounds = best
-    r2 = int(min(rounds // 4, max(MIN_SAMPLE_ROUNDS[1], sample / max(work / rounds, 1.0))))
-    r1 = max(MIN_SAMPLE_ROUNDS[0], r2 // 4)
+    r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
+    r1 = max(fid["min_sample_rounds"][0], r2 // 4)
     return ("dim", dim, rs, rounds, (r1, r2))
 
 
