@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,22 +82,24 @@ def bench_llama70b_generate(chip) -> dict:
 
 
 def bench_memory(chip) -> dict:
-    """Peak Python-heap memory of one simulation against M (traced allocations)."""
-    from sim.api import simulate_gemm
-    from sim.engine.run import clear_cache
-
+    """Peak memory of one simulation against M: each M runs in a fresh process and reports
+    its peak resident set (ru_maxrss: includes Numba's own allocations, which Python's
+    tracemalloc cannot see) next to that of the same process before simulating."""
     rows = []
+    script = ("import resource,sys,time;sys.path.insert(0,{root!r})\n"
+              "from sim.config.registry import load_chip\nfrom sim.api import simulate_gemm\n"
+              "chip=load_chip({chip!r});simulate_gemm(chip,64,256,256,dtype='bf16')\n"
+              "base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+              "t=time.perf_counter();r=simulate_gemm(chip,{m},4096,4096,dtype='bf16');dt=time.perf_counter()-t\n"
+              "peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+              "print(base,peak,dt,r.cycles,bool(r.details.get('extrapolated')))")
     for m in (10 ** 3, 10 ** 5, 10 ** 7, 10 ** 9):
-        clear_cache()
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        r = simulate_gemm(chip, m, 4096, 4096, dtype="bf16")
-        dt = time.perf_counter() - t0
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        rows.append({"m": m, "peak_traced_mib": peak / 2 ** 20, "seconds": dt, "cycles": r.cycles,
-                     "extrapolated": bool(r.details.get("extrapolated"))})
-    return {"what": "peak traced memory vs M (M x 4096 x 4096 GEMM)", "rows": rows}
+        out = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT), chip=chip.name, m=m)],
+                             capture_output=True, text=True, check=True).stdout.split()
+        base, peak = int(out[0]) / 1024, int(out[1]) / 1024
+        rows.append({"m": m, "rss_before_mib": base, "peak_rss_mib": peak, "growth_mib": peak - base,
+                     "seconds": float(out[2]), "cycles": float(out[3]), "extrapolated": out[4] == "True"})
+    return {"what": "peak resident memory vs M (M x 4096 x 4096 GEMM), fresh process per M", "rows": rows}
 
 
 def bench_scalesim(python: str, rows: int = 128, cols: int = 128) -> dict:
