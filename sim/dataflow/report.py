@@ -137,6 +137,9 @@ def as_dims(**dims: Any) -> tuple[list[np.ndarray], bool]:
     Zero, negative, non-integer or non-numeric values raise :class:`ShapeError` naming the
     dimension (and the first offending index for arrays).
     """
+    if all(type(v) is int and v >= 1 for v in dims.values()):
+        # the common case (plain positive ints): nothing to check or broadcast
+        return [np.array(v, dtype=np.int64) for v in dims.values()], True
     arrays = []
     scalar = True
     for name, value in dims.items():

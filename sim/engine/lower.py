@@ -423,15 +423,16 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
 def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
     """[cores or 1, 8] compute cycles of one step for every (m, k, n) full/edge combination."""
     def row(mm, nn, kk):
-        out = np.zeros(8)
+        # the 8 (full/edge m, k, n) tile shapes, evaluated in one vectorised call; entry
+        # em * 4 + ek * 2 + en
+        sms, sns, sks = [], [], []
         for em in (0, 1):
             for ek in (0, 1):
                 for en in (0, 1):
-                    sm = mapping.tile_m if em == 0 else (mm % mapping.tile_m or mapping.tile_m)
-                    sn = mapping.tile_n if en == 0 else (nn % mapping.tile_n or mapping.tile_n)
-                    sk = mapping.tile_k if ek == 0 else (kk % mapping.tile_k or mapping.tile_k)
-                    out[em * 4 + ek * 2 + en] = float(prob.cycles_fn(np.array([sm]), np.array([sn]), np.array([sk]))[0])
-        return out
+                    sms.append(mapping.tile_m if em == 0 else (mm % mapping.tile_m or mapping.tile_m))
+                    sns.append(mapping.tile_n if en == 0 else (nn % mapping.tile_n or mapping.tile_n))
+                    sks.append(mapping.tile_k if ek == 0 else (kk % mapping.tile_k or mapping.tile_k))
+        return np.asarray(prob.cycles_fn(np.array(sms), np.array(sns), np.array(sks)), dtype=np.float64)
 
     if ranges is None:
         return row(prob.m, prob.n, prob.k)[None, :]
