@@ -243,3 +243,18 @@ def test_chip_cache_keeps_operand_panels_that_fit():
     dram = run["stats"][:, K.S_DRAM_READ].sum()
     compulsory = (4096 * 3584 + 8192 * 3584) * 2
     assert compulsory <= dram <= 1.05 * compulsory, dram / compulsory
+
+
+def test_fast_fidelity_stays_close_to_high():
+    """``fidelity: fast`` (sweeps) draws a straight line through two short samples without
+    the steady-state check; on a large decode GEMV it must stay within 10 % of the high
+    fidelity result (README, Design-space sweeps, quotes the measured spread) and never
+    beat the roofline."""
+    chip = load_chip("npu_128x128")
+    op = Gemm("lm_head", 16, 4096, 128256, dtype="fp8_e4m3")
+    R.clear_cache()
+    high = R.simulate_op(chip, op, Options(fidelity="high"))
+    fast = R.simulate_op(chip, op, Options(fidelity="fast"))
+    assert fast.details["extrapolated"] is not None and fast.details["extrapolated"]["steady"] is None
+    assert fast.cycles >= fast.roofline_cycles
+    assert abs(fast.cycles / high.cycles - 1) < 0.10, (fast.cycles, high.cycles)

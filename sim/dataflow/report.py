@@ -140,6 +140,16 @@ def as_dims(**dims: Any) -> tuple[list[np.ndarray], bool]:
     if all(type(v) is int and v >= 1 for v in dims.values()):
         # the common case (plain positive ints): nothing to check or broadcast
         return [np.array(v, dtype=np.int64) for v in dims.values()], True
+    vals = list(dims.values())
+    if all(type(v) is int or (type(v) is np.ndarray and v.dtype == np.int64) for v in vals):
+        # the mapper's case (int64 arrays and ints): one check for all, then broadcast
+        if all((v >= 1) if type(v) is int else bool((v >= 1).all()) for v in vals):
+            try:
+                out = np.broadcast_arrays(*[np.asarray(v) for v in vals])
+            except ValueError:
+                pass  # the general path below reports it
+            else:
+                return [np.array(a) for a in out], not any(type(v) is np.ndarray and v.ndim for v in vals)
     arrays = []
     scalar = True
     for name, value in dims.items():

@@ -36,9 +36,9 @@ DEQUANT_OPS_PER_WEIGHT = 2
 #: large sweeps) is about 3x cheaper and a few percent less accurate (README, Speed).
 FIDELITY = {
     "high": {"steps": 60_000, "chunks": 400_000, "sample_chunks": 100_000, "refine": 4, "refine_large": 2,
-             "min_sample_rounds": (2, 4)},
+             "min_sample_rounds": (2, 4), "steady_check": True},
     "fast": {"steps": 30_000, "chunks": 60_000, "sample_chunks": 20_000, "refine": 1, "refine_large": 1,
-             "min_sample_rounds": (1, 2)},
+             "min_sample_rounds": (1, 2), "steady_check": False},
 }
 #: chip-level cache geometry in the engine: each set holds this many of the largest tiles
 #: (bytes are counted, so smaller tiles share a set's room), with at most this many ways

@@ -18,7 +18,8 @@ search space size, the chosen mapping and its estimate are reported.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -107,8 +108,10 @@ class Mapping:
     compute: dict = field(default_factory=dict)   # array / dataflow / rate details
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # fields by hand: dataclasses.asdict deep-copies recursively and is slow in sweeps
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["partition"] = list(self.partition)
+        d["compute"] = copy.deepcopy(self.compute)
         return d
 
 
@@ -242,19 +245,26 @@ def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers: int):
 
 def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
     """Σ compute cycles over every tile of a sub-problem (full and edge tiles)."""
-    total = np.zeros(np.broadcast(mt, nt, kt, mm, nn).shape)
+    shape = np.broadcast(mt, nt, kt, mm, nn, kk).shape
     parts = []
     for dim_size, t in ((mm, mt), (nn, nt), (kk, kt)):
         full = np.floor(dim_size / t)
         edge = dim_size - full * t
         parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), np.where(edge > 0, edge, t))))
+    # the 8 (full/edge m, n, k) tile shapes in one vectorised call (stacked on axis 0)
+    counts = []
+    sms, sns, sks = (np.empty((8,) + shape, dtype=np.int64) for _ in range(3))
+    i = 0
     for (cm, sm) in parts[0]:
         for (cn, sn) in parts[1]:
             for (ck, sk) in parts[2]:
-                n_tiles = cm * cn * ck
-                cyc = prob.cycles_fn(np.asarray(sm, dtype=np.int64), np.asarray(sn, dtype=np.int64),
-                                     np.asarray(sk, dtype=np.int64))
-                total = total + n_tiles * cyc
+                counts.append(cm * cn * ck)
+                sms[i], sns[i], sks[i] = sm, sn, sk
+                i += 1
+    cyc = prob.cycles_fn(sms, sns, sks)
+    total = np.zeros(shape)
+    for i in range(8):
+        total = total + counts[i] * cyc[i]
     if prob.causal and prob.k > 1:
         # fraction of (m, k) tile pairs a causal mask keeps, estimated for ranking
         keep = np.clip((prob.causal_past + 0.5 * prob.m / max(1, prob.causal_group)) / prob.k, 0.0, 1.0)

@@ -110,7 +110,9 @@ Pipeline parallelism (``Parallelism.pipeline = p``)
 """
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -918,6 +920,17 @@ def build_iteration(model: ModelSpec, batch: Iteration | _Seq[Sequence] | Sequen
         raise WorkloadError(
             f"a sequence reaches {it.max_kv_len} tokens, beyond max_context {model.max_context} of {model.name} "
             f"(override max_context to explore longer contexts)")
+    ops, meta = _build_cached(model, it, precision, attention, parallel, include_lm_head, include_embedding,
+                              moe_skew, compact)
+    return Trace(ops, copy.deepcopy(meta))
+
+
+@functools.lru_cache(maxsize=256)
+def _build_cached(model: ModelSpec, it: Iteration, precision: Precision, attention: str, parallel: Parallelism,
+                  include_lm_head: bool, include_embedding: bool, moe_skew: float, compact: bool):
+    """The ops (a tuple of frozen TraceOps) and metadata of one iteration; every input is
+    immutable and hashable, so a sweep that runs the same iteration on many chips builds
+    it once."""
     b = _Builder(model, it, precision, attention, parallel, moe_skew)
     ops = b.build(include_lm_head, include_embedding, compact)
     meta = {
@@ -933,7 +946,7 @@ def build_iteration(model: ModelSpec, batch: Iteration | _Seq[Sequence] | Sequen
         "include_embedding": include_embedding,
         "moe_skew": moe_skew,
     }
-    return Trace(tuple(ops), meta)
+    return tuple(ops), meta
 
 
 def prefill(model: ModelSpec, batch: int, prompt_len: int, past_tokens: int = 0, **kwargs: Any) -> Trace:
