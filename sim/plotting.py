@@ -578,7 +578,7 @@ def _read_json_result(path: str) -> dict:
 
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise SimError(f"{path}: cannot read ({exc})") from None
     try:
         data = json.loads(text)

@@ -69,8 +69,8 @@ def read_config(path: str | Path) -> ScaleSimConfig:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(ConfigProblem(str(path), 0, "", f"cannot read file: {exc}")) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(ConfigProblem(str(path), 0, "", f"cannot read file (expected UTF-8 text): {exc}")) from None
     cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
     try:
         cp.read_string(text, source=str(path))
@@ -140,8 +140,8 @@ def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read topology: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"{path}: cannot read topology (expected UTF-8 CSV text): {exc}") from None
     rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(lines))]
     rows = [(ln, [c for c in cells]) for ln, cells in rows if any(cells)]
     if not rows:

@@ -67,8 +67,8 @@ def read_cases(path: str | Path) -> list[Case]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read case file: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"{path}: cannot read case file (expected UTF-8 CSV text): {exc}") from None
     rows = list(csv.reader(text.splitlines()))
     if not rows:
         raise WorkloadError(f"{path}: empty case file")

@@ -137,3 +137,14 @@ def test_validate_bad_case_file(tmp_path):
     proc = sim("validate", "h200_sxm", str(bad), check=False)
     assert proc.returncode == 2
     assert f"{bad}:2: column m" in proc.stderr and f"{bad}:3: column kind" in proc.stderr
+
+
+def test_binary_or_oversized_inputs_are_clear_errors(tmp_path):
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(bytes(range(128, 256)) * 4)
+    for args in (("validate", "h200_sxm", str(junk)), ("scalesim", str(junk), str(junk)),
+                 ("gemm", "npu_128x128", "--m", str(10 ** 7), "--k", str(10 ** 7), "--n", str(10 ** 7))):
+        proc = sim(*args, check=False)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert "too large to simulate" in proc.stderr

@@ -29,6 +29,21 @@ def _positive(op: Any, *names: str) -> None:
             raise ShapeError(f"{type(op).__name__} '{op.name}': {name} must be positive, got {value}")
 
 
+#: the largest problem an op may describe (products of its dimensions): beyond this, byte
+#: and cycle counts would overflow 64-bit integers in the engine
+MAX_PROBLEM = 2 ** 60
+
+
+def _bounded(op: Any, *names: str) -> None:
+    total = 1
+    for name in names:
+        total *= getattr(op, name)
+    if total > MAX_PROBLEM:
+        dims = " x ".join(f"{n}={getattr(op, n):,}" for n in names)
+        raise ShapeError(f"{type(op).__name__} '{op.name}': problem too large to simulate ({dims} = {total:.3g}, "
+                         f"the limit is {MAX_PROBLEM:.3g})")
+
+
 def _check_dtype(op: Any, *names: str) -> None:
     for name in names:
         value = getattr(op, name)
@@ -60,6 +75,7 @@ class Gemm:
 
     def __post_init__(self) -> None:
         _positive(self, "m", "k", "n", "count")
+        _bounded(self, "m", "k", "n", "count")
         _check_dtype(self, "dtype", "weight_dtype", "out_dtype")
         if self.sparsity not in (None, "2:4"):
             raise ShapeError(f"Gemm '{self.name}': sparsity must be None or '2:4', got {self.sparsity!r}")
@@ -129,6 +145,7 @@ class Conv2d:
 
     def __post_init__(self) -> None:
         _positive(self, "in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride", "batch")
+        _bounded(self, "in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "batch")
         if self.padding < 0:
             raise ShapeError(f"Conv2d '{self.name}': padding must be >= 0, got {self.padding}")
         _check_dtype(self, "dtype")
@@ -186,6 +203,7 @@ class Attention:
 
     def __post_init__(self) -> None:
         _positive(self, "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len")
+        _bounded(self, "batch", "heads", "head_dim", "q_len", "kv_len")
         _check_dtype(self, "dtype", "kv_dtype")
         if self.heads % self.kv_heads:
             raise ShapeError(f"Attention '{self.name}': heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
@@ -232,6 +250,7 @@ class VectorOp:
 
     def __post_init__(self) -> None:
         _positive(self, "elements")
+        _bounded(self, "elements")
         if self.ops_per_element < 0 or self.read_bytes < 0 or self.write_bytes < 0:
             raise ShapeError(f"VectorOp '{self.name}': ops and bytes must be >= 0")
 
@@ -255,6 +274,7 @@ class Copy:
 
     def __post_init__(self) -> None:
         _positive(self, "bytes")
+        _bounded(self, "bytes")
 
     macs = 0
     flops = 0
