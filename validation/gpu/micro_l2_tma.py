@@ -5,7 +5,8 @@ for what GEMM kernels see: cuBLAS's Hopper kernels fill shared memory with TMA b
 copies.  This script reads an L2-resident buffer as 2-D tiles, the way a GEMM reads its
 operand panels, with three load paths written in Triton:
 
-* ``tma``    - a tensor descriptor (TMA bulk copies into shared memory);
+* ``tma_pipelined`` - the same, software-pipelined by Triton (4 stages in flight);
+* ``tma``    - a tensor descriptor (TMA bulk copies into shared memory), one load at a time;
 * ``block``  - plain 2-D block loads (vectorised LDG, the pre-Hopper path);
 
 Each program walks tiles ``pid, pid + G, ...`` for several passes and XOR-accumulates
@@ -46,6 +47,22 @@ def _read_block(x_ptr, out_ptr, rows, cols, passes, BM: tl.constexpr, BN: tl.con
             tn = t % tiles_n
             ptrs = x_ptr + (tm * BM + offs_m)[:, None] * cols + (tn * BN + offs_n)[None, :]
             acc ^= tl.load(ptrs, cache_modifier=".cg")
+    tl.store(out_ptr + pid, tl.sum(acc, axis=None))
+
+
+@triton.jit
+def _read_tma_pipelined(desc, out_ptr, rows, cols, passes, BM: tl.constexpr, BN: tl.constexpr,
+                        STAGES: tl.constexpr):
+    pid = tl.program_id(0)
+    g = tl.num_programs(0)
+    tiles_n = cols // BN
+    n_tiles = (rows // BM) * tiles_n
+    acc = tl.zeros([BM, BN], dtype=tl.int32)
+    for i in tl.range(0, passes * ((n_tiles - pid + g - 1) // g), num_stages=STAGES):
+        t = (pid + (i % ((n_tiles - pid + g - 1) // g)) * g)
+        tm = t // tiles_n
+        tn = t % tiles_n
+        acc ^= desc.load([tm * BM, tn * BN])
     tl.store(out_ptr + pid, tl.sum(acc, axis=None))
 
 
@@ -109,8 +126,8 @@ def main() -> int:
         for (bm, bn) in ((128, 64), (128, 128)):
             for grid in (1, 2):
                 configs.append((nbytes, 4, bm, bn, grid, 4))
-    for variant in ("tma", "block"):
-        if variant == "tma" and TensorDescriptor is None:
+    for variant in ("tma_pipelined", "tma", "block"):
+        if variant.startswith("tma") and TensorDescriptor is None:
             continue
         for nbytes, passes, bm, bn, grid, warps in configs:
             cols = 2048  # int32 elements per row: 8 KiB rows
@@ -119,7 +136,11 @@ def main() -> int:
             res = torch.empty(grid, dtype=torch.int32, device="cuda")
             params = f"bytes={nbytes} passes={passes} tile={bm}x{bn}x4B grid={grid} warps={warps}"
             try:
-                if variant == "tma":
+                if variant == "tma_pipelined":
+                    desc = TensorDescriptor.from_tensor(x, [bm, bn])
+                    fn = lambda: _read_tma_pipelined[(grid,)](desc, res, rows, cols, passes, BM=bm, BN=bn,  # noqa: E731
+                                                              STAGES=4, num_warps=warps)
+                elif variant == "tma":
                     desc = TensorDescriptor.from_tensor(x, [bm, bn])
                     fn = lambda: _read_tma[(grid,)](desc, res, rows, cols, passes, BM=bm, BN=bn,  # noqa: E731
                                                     num_warps=warps)
