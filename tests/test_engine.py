@@ -258,3 +258,13 @@ def test_fast_fidelity_stays_close_to_high():
     assert fast.details["extrapolated"] is not None and fast.details["extrapolated"]["steady"] is None
     assert fast.cycles >= fast.roofline_cycles
     assert abs(fast.cycles / high.cycles - 1) < 0.10, (fast.cycles, high.cycles)
+
+
+def test_cycles_per_row_do_not_depend_on_how_many_rows():
+    """A GEMM with ten thousand or a billion rows of the same 4096x4096 weights costs the same
+    per row once every core has many tiles: the mapper must find the same good tiles at every
+    size (tile candidates thinned by position once lost 1024-4096 rows at M = 1e5 and cost
+    40 % per row)."""
+    chip = load_chip("npu_128x128")
+    per_row = [simulate_gemm(chip, m, 4096, 4096, dtype="bf16").cycles / m for m in (10 ** 4, 10 ** 5, 10 ** 7, 10 ** 9)]
+    assert max(per_row) <= 1.05 * min(per_row), per_row

@@ -138,7 +138,12 @@ def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
             cands.add(_ceil(t, u) * u if t > u else t)
     out = sorted(c for c in cands if 1 <= c <= size)
     if len(out) > limit:
-        keep = np.unique(np.round(np.geomspace(1, len(out), limit)).astype(int) - 1)
+        # thin evenly in log(size), not by list position: position-based thinning kept the
+        # dense small powers of two and dropped every tile between 512 and size/16 for a
+        # large dim (M = 1e5 lost 1024-4096, the sizes a 128-row weight-stationary array
+        # streams efficiently)
+        logs = np.log(np.asarray(out, dtype=np.float64))
+        keep = {int(np.argmin(np.abs(logs - t))) for t in np.linspace(logs[0], logs[-1], limit)}
         out = sorted({out[i] for i in keep} | {size})
     return out
 
