@@ -534,3 +534,9 @@ def test_check_files_on_shipped_folder_is_clean():
 def test_summary_mentions_peaks():
     text = load_chip("tpu_v1").summary()
     assert "91.75" in text and "unified_buffer" in text and math.isfinite(load_chip("tpu_v1").clock_hz)
+
+
+def test_cluster_arrays_must_name_arrays_of_the_chip():
+    with pytest.raises(ConfigError) as exc:
+        load_chip("h200_sxm", overrides=["mapping.cluster_arrays=[tensor_cores, tensor_corez]"])
+    assert "mapping.cluster_arrays.1" in str(exc.value) and "tensor_corez" in str(exc.value)

@@ -613,6 +613,9 @@ class MappingSpec(_Spec):
     # cores whose loads of the same tile are multicast (a GPU thread-block cluster with
     # TMA multicast): one trip over the chip-level cache's bus serves them all
     cluster_size: _int(1, 64) = 1
+    # arrays whose library GEMM kernels run in such clusters (None: all of them); kernels of
+    # the other arrays, and attention kernels, load tiles one core at a time
+    cluster_arrays: Optional[tuple[str, ...]] = None
     # the mapper's best few candidates (by its analytic estimate) are simulated and the
     # fastest kept, as a kernel library's autotuner picks among its kernels
     refine_candidates: _int(1, 16) = 1
@@ -642,6 +645,16 @@ class ChipSpec(_Spec):
 
     _source_path: Optional[Path] = PrivateAttr(default=None)
     _overrides: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _mapping_names_arrays(self) -> "ChipSpec":
+        names = [a.name for a in self.cores.arrays]
+        listed = self.mapping.cluster_arrays if self.mapping is not None else None
+        problems = [(("mapping", "cluster_arrays", i), f"no array named '{n}' (arrays: {', '.join(names)})", n)
+                    for i, n in enumerate(listed or ()) if n not in names]
+        if problems:
+            raise _rule_errors("ChipSpec", problems)
+        return self
 
     # -- provenance (not part of the value)
     @property

@@ -216,13 +216,16 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
     return prob, info
 
 
-def apply_library_constraints(chip, prob: TileProblem, kind: str) -> TileProblem:
+def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
     """Restrict the mapping to a chip's kernel-library menu (``mapping:`` in the chip file)."""
     ms = getattr(chip, "mapping", None)
     if ms is None:
         return prob
     prob.distribution = ms.distribution
-    prob.cluster = ms.cluster_size
+    # multicast clusters only for GEMM kernels on the arrays whose kernels run in clusters
+    # (the library attention kernels we model run 1x1x1 clusters: cuDNN's "cga1x1x1")
+    in_cluster = kind == "gemm" and (ms.cluster_arrays is None or array in ms.cluster_arrays)
+    prob.cluster = ms.cluster_size if in_cluster else 1
     if kind == "gemm":
         prob.tile_menu_m = ms.tile_m
         prob.tile_menu_n = ms.tile_n
@@ -243,20 +246,20 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str) -> TileProblem
 def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
     if isinstance(op, Gemm):
         prob, info = gemm_problem(chip, op, opts)
-        prob = apply_library_constraints(chip, prob, "gemm")
+        prob = apply_library_constraints(chip, prob, "gemm", info.get("array"))
         if opts.tiles is not None:
             prob.fixed_tiles = tuple(min(t, d) for t, d in zip(opts.tiles, (prob.m, prob.n, prob.k)))
         return prob, info
     if isinstance(op, Conv2d):
         prob, info = gemm_problem(chip, op.as_gemm(), opts)
         info["lowering"] = "im2col"
-        return apply_library_constraints(chip, prob, "gemm"), info
+        return apply_library_constraints(chip, prob, "gemm", info.get("array")), info
     if isinstance(op, Attention):
         if not op.fused:
             raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
                                "by the trace builder; simulate those ops instead")
         prob, info = attention_problem(chip, op, opts, cores)
-        return apply_library_constraints(chip, prob, "attention"), info
+        return apply_library_constraints(chip, prob, "attention", info.get("array")), info
     if isinstance(op, VectorOp):
         return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
                               "vector")
@@ -347,8 +350,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_CAUSAL_GROUP] = max(1, prob.causal_group)
     geo[K.G_IDEAL] = 1 if ideal else 0
     geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
-    ms = getattr(chip, "mapping", None)
-    geo[K.G_CLUSTER] = ms.cluster_size if ms is not None else 1
+    geo[K.G_CLUSTER] = max(1, prob.cluster)
     dram = chip.memory.dram
     geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
