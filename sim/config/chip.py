@@ -613,14 +613,16 @@ class MappingSpec(_Spec):
     # cores whose loads of the same tile are multicast (a GPU thread-block cluster with
     # TMA multicast): one trip over the chip-level cache's bus serves them all
     cluster_size: _int(1, 64) = 1
-    # arrays whose library GEMM kernels run in such clusters (None: all of them); kernels of
-    # the other arrays, and attention kernels, load tiles one core at a time
+    # arrays whose library kernels run in such clusters (None: all of them); kernels of the
+    # other arrays load tiles one core at a time
     cluster_arrays: Optional[tuple[str, ...]] = None
     # the mapper's best few candidates (by its analytic estimate) are simulated and the
     # fastest kept, as a kernel library's autotuner picks among its kernels
     refine_candidates: _int(1, 16) = 1
     # tile buffers per operand of the library's fused attention kernel (None: the SRAM's)
     attention_pipeline_stages: Optional[_int(1, 64)] = None
+    # cores per multicast cluster of the library's attention kernel (None: cluster_size)
+    attention_cluster_size: Optional[_int(1, 64)] = None
     # fixed time a library GEMM or attention kernel spends outside its tile loop (kernel
     # parameters and TMA descriptors fetched, barriers set up, the epilogue's stores
     # drained before exit), on top of a minimal kernel's launch; microbenchmarked

@@ -222,10 +222,12 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
     if ms is None:
         return prob
     prob.distribution = ms.distribution
-    # multicast clusters only for GEMM kernels on the arrays whose kernels run in clusters
-    # (the library attention kernels we model run 1x1x1 clusters: cuDNN's "cga1x1x1")
-    in_cluster = kind == "gemm" and (ms.cluster_arrays is None or array in ms.cluster_arrays)
-    prob.cluster = ms.cluster_size if in_cluster else 1
+    cluster = ms.cluster_size
+    if kind == "attention" and ms.attention_cluster_size is not None:
+        cluster = ms.attention_cluster_size
+    if ms.cluster_arrays is not None and array not in ms.cluster_arrays:
+        cluster = 1
+    prob.cluster = cluster
     if kind == "gemm":
         prob.tile_menu_m = ms.tile_m
         prob.tile_menu_n = ms.tile_n
