@@ -33,7 +33,8 @@ from .lower import FIDELITY, Options, kernel_arrays, lower_op, memory_budget, op
 
 #: False simulates every problem in full (tests compare extrapolation against that)
 EXTRAPOLATE = True
-MIN_SAMPLE_ROUNDS = (2, 4)
+#: the smallest samples (rounds) an extrapolation draws at the default fidelity
+MIN_SAMPLE_ROUNDS = FIDELITY["high"]["min_sample_rounds"]
 #: slopes over consecutive samples must agree this closely for the steady state
 STEADY_TOLERANCE = 0.05
 #: at most this many times the samples are doubled while looking for a steady state
