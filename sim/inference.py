@@ -105,7 +105,8 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
         rows.append({"op": r.name, "kind": r.kind, "block": t.block, "layer": t.layer, "stage": t.stage,
                      "repeat": rep, "seconds": r.seconds, "total_seconds": r.seconds * rep,
                      "flops": r.flops, "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
-                     "bound": r.bound, "utilization": r.utilization, "energy_pj": r.energy_pj,
+                     "dram_intensity": r.dram_intensity, "bound": r.bound, "traffic_bound": r.traffic_bound,
+                     "utilization": r.utilization, "energy_pj": r.energy_pj,
                      "achieved_dram_bytes_per_s": r.achieved_dram_bytes_per_s, "cycles": r.cycles,
                      "stall_cycles": r.stall_cycles, "roofline_seconds": r.roofline_cycles / chip.clock_hz})
     for row in rows:
@@ -134,9 +135,34 @@ def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int)
     return info
 
 
+#: formats tried, in order, when a run names none: LLM serving's usual bf16 first, then
+#: what an accelerator without 16-bit units runs models in (int8-only TPU v1, edge NPUs)
+DEFAULT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
+
+
+def _computes(chip, fmt: str) -> bool:
+    from .dtypes import get_format
+    from .mapper.compute import choose_array
+
+    try:
+        choose_array(chip, get_format(fmt).rate_class)
+        return True
+    except MappingError:
+        return False
+
+
+def default_dtype(chip) -> str:
+    """The activation format a run uses when none is given: the first of
+    :data:`DEFAULT_DTYPES` that one of the chip's arrays computes (natively or widened)."""
+    for d in DEFAULT_DTYPES:
+        if _computes(chip, d):
+            return d
+    raise MappingError(f"chip '{chip.name}' has no array for any of {', '.join(DEFAULT_DTYPES)}")
+
+
 def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int = 2048,
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
-            dtype: str = "bf16", weight_dtype: str | None = None, kv_dtype: str | None = None,
+            dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
             attention: str = "fused", options: Options | None = None, allow_overflow: bool = False,
             progress: bool = False) -> dict[str, Any]:
@@ -146,7 +172,8 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     ``context_len`` cached ones when given: prefix caching), ``decode`` (one step with
     ``context_len`` (default ``prompt_len``) cached tokens; ``draft_tokens`` > 0 verifies
     that many speculative tokens plus one), or ``generate`` (prefill, then ``new_tokens``
-    decode steps).  Raises WorkloadError when weights and KV cache do not fit the chips'
+    decode steps).  ``dtype`` defaults to :func:`default_dtype` (bf16 where the chip has
+    units for it).  Raises WorkloadError when weights and KV cache do not fit the chips'
     memory, unless ``allow_overflow``.
     """
     from .config.registry import load_chip
@@ -163,7 +190,15 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             raise WorkloadError(f"{name} must be >= 1, got {v}")
     if attention not in ("fused", "unfused"):
         raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
+    if dtype is None:
+        dtype = default_dtype(chip)
     precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
+    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
+        # a chip without matrix units for the tensors between GEMMs (an int8-only
+        # accelerator) runs its LM head in the GEMM format and, unless told otherwise,
+        # keeps its KV cache - and so runs attention - in that format too
+        precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype or dtype, sparsity=sparsity,
+                              quantised_lm_head=True)
     parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel)
     options = options or Options()
     kw = dict(precision=precision, attention=attention, parallel=parallel)
@@ -289,7 +324,9 @@ def add_run_parser(sub, func) -> None:
                    help="decode: cached tokens (default --prompt-len); prefill: cached prefix tokens")
     r.add_argument("--new-tokens", type=int, default=128, help="generate: decode steps after the prefill")
     r.add_argument("--draft-tokens", type=int, default=0, help="decode: verify this many speculative tokens (+1)")
-    r.add_argument("--dtype", default="bf16", help="activation/compute format")
+    r.add_argument("--dtype", default=None,
+                   help="activation/compute format (default: bf16, or the chip's first of fp16, fp8, int8 "
+                        "when it has no bf16 units)")
     r.add_argument("--weight-dtype", default=None, help="weight format (int8, int4, fp8, mxfp4, nvfp4, ...)")
     r.add_argument("--kv-dtype", default=None, help="KV-cache format (int8, fp8, ...)")
     r.add_argument("--sparsity", choices=["2:4"], default=None, help="2:4 structured-sparse weights")

@@ -28,14 +28,16 @@ class OpResult:
     sram_write_bytes: float
     energy_pj: float
     energy_breakdown_pj: dict
-    roofline_cycles: float       # max(compute bound, memory bound) at peak rates
-    bound: str                   # compute | memory (which roofline term is larger)
-    arithmetic_intensity: float  # flops per DRAM byte
+    roofline_cycles: float       # max(compute bound, memory bound) at peak rates, simulated traffic
+    bound: str                   # compute | memory: the roofline's class at the op's own intensity
+    arithmetic_intensity: float  # flops per compulsory DRAM byte (each input read, output written once)
     achieved_dram_bytes_per_s: float
     mapping: dict
     memory: str                  # modeled | ideal
     details: dict = field(default_factory=dict)
     repeat: int = 1
+    traffic_bound: str = ""      # compute | memory with the DRAM bytes the mapping really moves
+    dram_intensity: float = 0.0  # flops per simulated DRAM byte
 
     @property
     def dram_bytes(self) -> float:

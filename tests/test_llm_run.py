@@ -62,31 +62,51 @@ def _time_share(res, bound: str) -> float:
     return sum(o["total_seconds"] for o in ops if o["bound"] == bound) / total
 
 
-#: chips whose buffers let a 4k-token prefill's GEMMs reach their ridge point; the others
-#: are memory-bound even in prefill, as the roofline says: TPU v1 (ridge ~2,700 ops/byte:
-#: 92 TOPS over 34 GB/s - its paper reports its MLPs memory-bound too), Eyeriss (108 KB
-#: buffer) and the edge NPU's QKV projection (512 KiB buffer)
+#: chips whose buffers let a 4k-token prefill's GEMMs reach their ridge point with the traffic
+#: their mappings really cause (``traffic_bound``); on Eyeriss (108 KB buffer) and the edge
+#: NPU (512 KiB) the re-reads a small buffer forces keep some of them under it
 COMPUTE_BOUND_PREFILL = ("npu_128x128", "h200_sxm", "h100_sxm", "blackwell_b200", "scalesim_32x32")
 
+#: TPU v1's ridge point is ~2,700 ops/byte (92 TOPS over 34 GB/s of DDR3).  The real chip
+#: keeps activations in its 24 MiB Unified Buffer and streams only weights (Jouppi 2017
+#: counts intensity per weight byte); our traces keep every op's activations in DRAM, so a
+#: QKV projection with bf16 outputs tops out at 2·K·N/(K + 2N) = 3,072 ops/byte and most of a
+#: 4k prefill sits under the ridge by the roofline itself (README > Known limitations)
+ACTIVATIONS_ON_CHIP = ("tpu_v1",)
 
-@pytest.mark.parametrize("chip_name", [c for c in COMPUTE_BOUND_PREFILL if c != "scalesim_32x32"])
+
+@pytest.mark.parametrize("chip_name", list_chips())
 def test_prefill_compute_bound_decode_memory_bound(chip_name):
-    """The roofline's prediction on every shipped chip with 16-bit units: a long prefill
-    spends most of its time in compute-bound ops, a batch-1 decode step in memory-bound
-    ones."""
+    """The roofline's prediction on every shipped chip, at the chip's default format: a
+    long prefill spends most of its time in compute-bound ops, a batch-1 decode step in
+    memory-bound ones."""
     chip = load_chip(chip_name)
-    pre = run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=4096, allow_overflow=True)
     dec = run_llm(chip, "llama3-8b", phase="decode", batch=1, context_len=4096, allow_overflow=True)
-    assert _time_share(pre, "compute") > 0.5, chip_name
     assert _time_share(dec, "memory") > 0.5, chip_name
+    if chip_name in ACTIVATIONS_ON_CHIP:
+        return
+    pre = run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=4096, allow_overflow=True)
+    assert _time_share(pre, "compute") > 0.5, chip_name
+
+
+def test_default_format_is_one_the_chip_computes():
+    from sim.inference import default_dtype
+
+    assert default_dtype(load_chip("h200_sxm")) == "bf16"
+    assert default_dtype(load_chip("tpu_v1")) == "int8"      # int8-only MXU
+    res = run_llm(load_chip("tpu_v1"), "tiny", phase="decode", batch=1, context_len=64)
+    assert res["precision"]["dtype"] == "int8" and res["precision"]["kv_dtype"] == "int8"
+    assert all(o["kind"] != "gemm" or o["flops"] > 0 for o in res["ops"])
 
 
 @pytest.mark.parametrize("chip_name", list_chips())
 def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
     """Every shipped chip, at its best format (int8-only chips run W8A8): Llama-3-8B's
-    decode GEMVs are memory-bound; its prefill GEMMs are bound exactly as the roofline
-    says (compute-bound iff their arithmetic intensity, with the traffic the mapping really
-    causes, reaches the ridge point), which is compute-bound on COMPUTE_BOUND_PREFILL."""
+    decode GEMVs are memory-bound; ``bound`` is the roofline's class at each op's own
+    (compulsory) intensity and ``traffic_bound`` the same test with the traffic the
+    mapping really causes.  Prefill GEMMs are compute-bound by the roofline on every chip
+    but TPU v1 (see ACTIVATIONS_ON_CHIP), and with their real traffic on
+    COMPUTE_BOUND_PREFILL."""
     import dataclasses
 
     from sim.api import simulate
@@ -104,15 +124,20 @@ def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
                 yield dataclasses.replace(t.op, dtype=dtype, weight_dtype=None, out_dtype=None)
 
     for op in gemms(decode(spec, 1, 4096)):
-        assert simulate(chip, op).bound == "memory", (chip_name, op.name)
+        r = simulate(chip, op)
+        assert r.bound == "memory" and r.traffic_bound == "memory", (chip_name, op.name)
     for op in gemms(prefill(spec, 1, 4096)):
         if op.m < 256:   # the LM head only runs on the last token of a prefill
             continue
         r = simulate(chip, op)
-        # the classification is the roofline's: compute-bound iff intensity >= ridge point
+        assert r.arithmetic_intensity == pytest.approx(op.flops / op.min_dram_bytes())
+        assert r.dram_intensity <= r.arithmetic_intensity * 1.0001   # traffic >= compulsory
         assert (r.bound == "compute") == (r.arithmetic_intensity >= ridge * 0.999), (chip_name, op.name)
-        if chip_name in COMPUTE_BOUND_PREFILL:
+        assert (r.traffic_bound == "compute") == (r.dram_intensity >= ridge * 0.999), (chip_name, op.name)
+        if chip_name not in ACTIVATIONS_ON_CHIP:
             assert r.bound == "compute", (chip_name, op.name, r.arithmetic_intensity, ridge)
+        if chip_name in COMPUTE_BOUND_PREFILL:
+            assert r.traffic_bound == "compute", (chip_name, op.name, r.dram_intensity, ridge)
 
 
 def test_model_that_does_not_fit_is_refused_with_numbers():

@@ -28,7 +28,7 @@ from ..kernels import engine as K
 from ..mapper.search import Mapping, TileProblem, footprint_bytes, search, search_top
 from ..memory.dram import DramParams
 from ..results import OpResult
-from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
+from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp, op_min_dram_bytes
 from .lower import FIDELITY, Options, kernel_arrays, lower_op, memory_budget, operand_bases
 
 #: False simulates every problem in full (tests compare extrapolation against that)
@@ -387,6 +387,8 @@ def _merge(a: OpResult, b: OpResult) -> OpResult:
               for k in set(a.energy_breakdown_pj) | set(b.energy_breakdown_pj)}
     dram = a.dram_bytes + b.dram_bytes
     details = dict(a.details, second_kernel=b.to_dict())
+    terms = [sum(r.details.get(key, 0.0) for r in (a, b)) for key in ("compute_bound_cycles", "memory_bound_cycles")]
+    traffic_bound = "compute" if terms[0] >= terms[1] else "memory"
     return dataclasses.replace(
         a, cycles=cycles, compute_cycles=a.compute_cycles + b.compute_cycles,
         stall_cycles=a.stall_cycles + b.stall_cycles, seconds=seconds,
@@ -395,7 +397,7 @@ def _merge(a: OpResult, b: OpResult) -> OpResult:
         sram_write_bytes=a.sram_write_bytes + b.sram_write_bytes, energy_pj=a.energy_pj + b.energy_pj,
         energy_breakdown_pj=energy, roofline_cycles=max(a.roofline_cycles, a.roofline_cycles + b.roofline_cycles),
         utilization=a.utilization * a.cycles / cycles if cycles else 0.0,
-        arithmetic_intensity=a.flops / dram if dram else a.arithmetic_intensity,
+        dram_intensity=a.flops / dram if dram else a.dram_intensity, traffic_bound=traffic_bound,
         achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
@@ -437,7 +439,11 @@ def _result(chip, op, prob: TileProblem, mapping: Mapping, info: dict, run: dict
     peak_bpc = chip.memory.dram.peak_bytes_per_s / chip.clock_hz
     memory_bound = 0.0 if ideal else (dram_rd + dram_wr) / peak_bpc
     roof = max(compute_bound, memory_bound)
-    bound = "compute" if compute_bound >= memory_bound else "memory"
+    # the roofline's class at the op's own (compulsory) intensity, and the same test with
+    # the traffic this mapping moves (memory-bound when the buffers cannot hold the reuse)
+    min_bytes = float(op_min_dram_bytes(op))
+    bound = "compute" if compute_bound >= min_bytes / peak_bpc else "memory"
+    traffic_bound = "compute" if compute_bound >= memory_bound else "memory"
     util = macs / (cycles * peak_macs) if (cycles > 0 and peak_macs > 0) else 0.0
     # SRAM traffic: DMA fills and drains, plus the array's reads of its tiles
     sram_wr = float(stats[:, K.S_BYTES_A].sum() + stats[:, K.S_BYTES_B].sum() + stats[:, K.S_BYTES_PSUM_READ].sum())
@@ -466,9 +472,10 @@ def _result(chip, op, prob: TileProblem, mapping: Mapping, info: dict, run: dict
         stall_cycles=max(0.0, cycles - compute_c), seconds=seconds, macs=macs, flops=flops, utilization=util,
         dram_read_bytes=dram_rd, dram_write_bytes=dram_wr, l2_hit_bytes=l2_hit, sram_read_bytes=sram_rd,
         sram_write_bytes=sram_wr, energy_pj=energy["total"], energy_breakdown_pj=energy, roofline_cycles=roof,
-        bound=bound, arithmetic_intensity=(flops / (dram_rd + dram_wr)) if (dram_rd + dram_wr) > 0 else float("inf"),
+        bound=bound, arithmetic_intensity=flops / min_bytes if min_bytes > 0 else float("inf"),
         achieved_dram_bytes_per_s=achieved, mapping=mapping.to_dict(), memory="ideal" if ideal else "modeled",
-        details=details)
+        details=details, traffic_bound=traffic_bound,
+        dram_intensity=(flops / (dram_rd + dram_wr)) if (dram_rd + dram_wr) > 0 else float("inf"))
 
 
 def _peak_macs(chip, info: dict) -> float:

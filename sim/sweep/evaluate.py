@@ -40,7 +40,9 @@ def _llm(chip, model, wl: dict) -> dict[str, float]:
     seconds = _f(res.get("seconds"))
     ops = res.get("ops") or []
     total = sum(o["total_seconds"] for o in ops)
-    mem = sum(o["total_seconds"] for o in ops if o.get("bound") == "memory")
+    # the design question is what this chip's buffers and bandwidth make of the op, so
+    # sweeps count the class under the simulated traffic, not the op's textbook class
+    mem = sum(o["total_seconds"] for o in ops if o.get("traffic_bound") == "memory")
     fit = res.get("fit") or {}
     peak = _peak_flops(chip, wl["dtype"])
     chips = wl["tensor_parallel"] * wl["pipeline_parallel"]
@@ -69,7 +71,7 @@ def _gemm(chip, wl: dict) -> dict[str, float]:
                       memory=wl["memory"], row_length=wl["row_length"], fidelity=wl.get("fidelity", "high"))
     out = {"seconds": r.seconds, "cycles": r.cycles, "utilization": r.utilization, "energy_j": r.energy_pj * 1e-12,
            "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
-           "memory_bound_share": 1.0 if r.bound == "memory" else 0.0,
+           "memory_bound_share": 1.0 if r.traffic_bound == "memory" else 0.0,
            "peak_tflops": _peak_flops(chip, wl["dtype"]) / 1e12}
     out.update(op_design_metrics(chip, r))
     return {k: _f(v) for k, v in out.items()}

@@ -121,7 +121,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence as _Seq
 from ..config.model_spec import ModelSpec
 from ..dtypes import get_format, sparse_2_4_bytes
 from ..errors import WorkloadError
-from .ops import Attention, Collective, Conv2d, Copy, Gemm, Op, VectorOp, op_to_dict
+from .ops import Attention, Collective, Conv2d, Copy, Gemm, Op, VectorOp, op_min_dram_bytes, op_to_dict
 
 #: vector-lane operations per element for the VectorOps the builder emits (estimates:
 #: each counts one multiply, add, compare, exp or reciprocal as one lane op).
@@ -236,7 +236,8 @@ class Precision:
     ``dtype``: GEMM inputs (activations side); ``weight_dtype``: stored weights (None =
     ``dtype``); ``kv_dtype``: KV cache (None = the vector dtype); ``vector_dtype``: tensors
     between GEMMs (None = ``dtype`` if a 16/32-bit float, else bf16); ``sparsity``: "2:4"
-    on weights.
+    on weights; ``quantised_lm_head``: the LM head in the GEMM formats too (it normally
+    stays in the vector format; a chip without units for that needs it quantised).
     """
 
     dtype: str = "bf16"
@@ -244,6 +245,7 @@ class Precision:
     kv_dtype: str | None = None
     sparsity: str | None = None
     vector_dtype: str | None = None
+    quantised_lm_head: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dtype", "weight_dtype", "kv_dtype", "vector_dtype"):
@@ -321,24 +323,6 @@ def op_flops(op: Op) -> float:
     if isinstance(op, Conv2d):
         return 2 * op.macs
     return op.flops
-
-
-def op_min_dram_bytes(op: Op) -> int:
-    """Compulsory DRAM traffic of one op (inputs read once, outputs written once)."""
-    if isinstance(op, Gemm):
-        return op.min_dram_bytes()
-    if isinstance(op, Conv2d):
-        return op.as_gemm().min_dram_bytes()
-    if isinstance(op, Attention):
-        a, kv = get_format(op.dtype), get_format(op.kv_format)
-        q = a.bytes_for(op.q_len * op.head_dim) * op.heads * op.batch
-        kvb = 2 * kv.bytes_for(op.head_dim) * op.kv_len * op.kv_heads * op.batch
-        return 2 * q + kvb
-    if isinstance(op, VectorOp):
-        return op.read_bytes + op.write_bytes
-    if isinstance(op, Copy):
-        return 2 * op.bytes
-    return 0  # collectives move bytes over links, counted apart
 
 
 @dataclass(frozen=True)
@@ -878,7 +862,7 @@ class _Builder:
             ops.append(TraceOp(self.norm("final_norm", T), None, "lm_head", 1, last))
             t = self.par.tensor
             vocab = -(-model.vocab_size // t)
-            for op in self.weight_gemm("lm_head", L, h, vocab, quantised=False,
+            for op in self.weight_gemm("lm_head", L, h, vocab, quantised=self.p.quantised_lm_head,
                                        tags=("column_parallel",) if t > 1 else ()):
                 ops.append(TraceOp(op, None, "lm_head", 1, last))
             if t > 1:

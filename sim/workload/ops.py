@@ -307,6 +307,24 @@ Op = Union[Gemm, Conv2d, Attention, VectorOp, Copy, Collective]
 OP_TYPES: dict[str, type] = {t.kind: t for t in (Gemm, Conv2d, Attention, VectorOp, Copy, Collective)}
 
 
+def op_min_dram_bytes(op: Op) -> int:
+    """Compulsory DRAM traffic of one op (inputs read once, outputs written once)."""
+    if isinstance(op, Gemm):
+        return op.min_dram_bytes()
+    if isinstance(op, Conv2d):
+        return op.as_gemm().min_dram_bytes()
+    if isinstance(op, Attention):
+        a, kv = get_format(op.dtype), get_format(op.kv_format)
+        q = a.bytes_for(op.q_len * op.head_dim) * op.heads * op.batch
+        kvb = 2 * kv.bytes_for(op.head_dim) * op.kv_len * op.kv_heads * op.batch
+        return 2 * q + kvb
+    if isinstance(op, VectorOp):
+        return op.read_bytes + op.write_bytes
+    if isinstance(op, Copy):
+        return 2 * op.bytes
+    return 0  # collectives move bytes over links, counted apart
+
+
 def op_to_dict(op: Op) -> dict[str, Any]:
     """Plain-dict form (for CSV/JSONL traces): ``kind`` plus the dataclass fields."""
     out: dict[str, Any] = {"kind": op.kind}
