@@ -616,9 +616,20 @@ class MappingSpec(_Spec):
     # arrays whose library kernels run in such clusters (None: all of them); kernels of the
     # other arrays load tiles one core at a time
     cluster_arrays: Optional[tuple[str, ...]] = None
+    # a library whose GEMM kernels size their smem pipeline to what fits (CUTLASS's
+    # automatic stage count): stages = floor(pipeline_fill_bytes / (A + B tile bytes)),
+    # between 2 and pipeline_max_stages, for the kernels of pipeline_fill_arrays (None: all
+    # arrays); without it every kernel uses the tile buffer's pipeline_stages
+    pipeline_fill_bytes: Optional[_int(1, 1 << 40)] = None
+    pipeline_max_stages: _int(2, 16) = 16
+    pipeline_fill_arrays: Optional[tuple[str, ...]] = None
     # the mapper's best few candidates (by its analytic estimate) are simulated and the
     # fastest kept, as a kernel library's autotuner picks among its kernels
     refine_candidates: _int(1, 16) = 1
+    # when the library's fused attention splits the keys over cores (split-KV /
+    # flash-decoding, partial results combined by a second pass): "always" when cores
+    # would otherwise idle, or "decode" - only for single-query steps
+    attention_split_kv: Literal["always", "decode"] = "always"
     # tile buffers per operand of the library's fused attention kernel (None: the SRAM's)
     attention_pipeline_stages: Optional[_int(1, 64)] = None
     # cores per multicast cluster of the library's attention kernel (None: cluster_size)
@@ -651,9 +662,11 @@ class ChipSpec(_Spec):
     @model_validator(mode="after")
     def _mapping_names_arrays(self) -> "ChipSpec":
         names = [a.name for a in self.cores.arrays]
-        listed = self.mapping.cluster_arrays if self.mapping is not None else None
-        problems = [(("mapping", "cluster_arrays", i), f"no array named '{n}' (arrays: {', '.join(names)})", n)
-                    for i, n in enumerate(listed or ()) if n not in names]
+        problems = []
+        for key in ("cluster_arrays", "pipeline_fill_arrays"):
+            listed = getattr(self.mapping, key) if self.mapping is not None else None
+            problems += [(("mapping", key, i), f"no array named '{n}' (arrays: {', '.join(names)})", n)
+                         for i, n in enumerate(listed or ()) if n not in names]
         if problems:
             raise _rule_errors("ChipSpec", problems)
         return self

@@ -23,7 +23,7 @@ from ..dataflow import get_dataflow
 from ..dtypes import get_format, sparse_2_4_bytes
 from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
-from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_tile_cycles, special_cycles,
+from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, gemm_tile_cycles, special_cycles,
                               vector_cycles)
 from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, block_ranges
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
@@ -112,14 +112,18 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
     dequant = get_format(op.b_dtype).bits < get_format(op.dtype).bits
 
     def cycles_fn(mt, nt, kt):
-        cyc = gemm_tile_cycles(df, choice, mt, nt, kt, split).astype(np.float64)
+        cyc = gemm_step_cycles(df, choice, mt, nt, kt, split)[0].astype(np.float64)
         if dequant:
             cyc = np.maximum(cyc, vector_cycles(chip, np.asarray(kt, dtype=np.float64) * np.asarray(nt)
                                                 * DEQUANT_OPS_PER_WEIGHT))
         return cyc
 
+    def tail_fn(mt, nt, kt):
+        return gemm_step_cycles(df, choice, mt, nt, kt, split)[1].astype(np.float64)
+
     um, un, uk = _array_units(df, choice)
     prob = TileProblem(name=op.name, count=op.count, m=op.m, n=op.n, k=op.k, layout=layout, cycles_fn=cycles_fn,
+                       tail_fn=tail_fn if choice.fold_overlap else None,
                        b_shared=op.b_shared, unit_m=um, unit_n=un * choice.count, unit_k=uk,
                        macs=op.macs, flops=op.flops)
     info = {"kind": "gemm", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
@@ -159,7 +163,9 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
     kv_narrow = get_format(op.kv_format).bits < get_format(op.dtype).bits
     act_bpe = bytes_per_element(op.dtype)
     splits = 1
-    if not op.causal and count < cores and op.kv_len >= 512:
+    ms = getattr(chip, "mapping", None)
+    may_split = ms is None or ms.attention_split_kv == "always" or op.q_len == 1
+    if may_split and not op.causal and count < cores and op.kv_len >= 512:
         splits = max(1, min(cores // count, op.kv_len // 256))
     k_len = -(-op.kv_len // splits)
     layout = OperandLayout(a=act_bpe, b=kv_bpe, c=act_bpe if splits == 1 else 4.0, psum=4.0)
@@ -181,7 +187,6 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
         return np.maximum(qk + pv + special, lane).astype(np.float64)
 
     um, un, uk = _array_units(df, choice)
-    ms = getattr(chip, "mapping", None)
     stages = ms.attention_pipeline_stages if ms is not None else None
     prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
                        a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
@@ -228,6 +233,9 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
     if ms.cluster_arrays is not None and array not in ms.cluster_arrays:
         cluster = 1
     prob.cluster = cluster
+    if kind == "gemm" and ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
+        prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
+        prob.max_stages = ms.pipeline_max_stages
     if kind == "gemm":
         prob.tile_menu_m = ms.tile_m
         prob.tile_menu_n = ms.tile_n
@@ -357,7 +365,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
     geo[K.G_INTERLEAVE] = dram.interleave_bytes
-    geo[K.G_STAGES] = prob.stages or chip.memory.core_srams[-1].buffers
+    geo[K.G_STAGES] = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
     l2_levels = chip.memory.chip_srams
     l2_bytes = sum(s.capacity_bytes for s in l2_levels)
     desc = np.zeros((3, K.D_LEN), dtype=np.int64)
@@ -425,10 +433,11 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
 
 
 def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
-    """[cores or 1, 8] compute cycles of one step for every (m, k, n) full/edge combination."""
+    """[cores or 1, 16] compute cycles of one step for every (m, k, n) full/edge combination
+    (columns 0-7, entry em * 4 + ek * 2 + en), then the tail each pays when it is the last
+    step of an output-tile visit (columns 8-15; 0 without ``prob.tail_fn``)."""
     def row(mm, nn, kk):
-        # the 8 (full/edge m, k, n) tile shapes, evaluated in one vectorised call; entry
-        # em * 4 + ek * 2 + en
+        # the 8 (full/edge m, k, n) tile shapes, evaluated in one vectorised call
         sms, sns, sks = [], [], []
         for em in (0, 1):
             for ek in (0, 1):
@@ -436,11 +445,14 @@ def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
                     sms.append(mapping.tile_m if em == 0 else (mm % mapping.tile_m or mapping.tile_m))
                     sns.append(mapping.tile_n if en == 0 else (nn % mapping.tile_n or mapping.tile_n))
                     sks.append(mapping.tile_k if ek == 0 else (kk % mapping.tile_k or mapping.tile_k))
-        return np.asarray(prob.cycles_fn(np.array(sms), np.array(sns), np.array(sks)), dtype=np.float64)
+        shapes = (np.array(sms), np.array(sns), np.array(sks))
+        step = np.asarray(prob.cycles_fn(*shapes), dtype=np.float64)
+        tail = np.asarray(prob.tail_fn(*shapes), dtype=np.float64) if prob.tail_fn is not None else np.zeros(8)
+        return np.concatenate([step, tail])
 
     if ranges is None:
         return row(prob.m, prob.n, prob.k)[None, :]
-    tab = np.zeros((len(ranges), 8))
+    tab = np.zeros((len(ranges), 16))
     cache: dict = {}
     for i, r in enumerate(ranges):
         key = ((r[3] - r[2]) % mapping.tile_m, (r[5] - r[4]) % mapping.tile_n)

@@ -382,8 +382,9 @@ def _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, set_used, sidx, ways, cap, need
 def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_time):
     """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles.
 
-    ``ctab`` [P or 1, 8] holds the compute cycles of one step for each combination of
-    (m edge, k edge, n edge) tile, index em*4 + ek*2 + en.  ``out_time`` [1] receives the
+    ``ctab`` [P or 1, 16] holds the compute cycles of one step for each combination of
+    (m edge, k edge, n edge) tile, index em*4 + ek*2 + en, then (index + 8) the tail that
+    step pays when it ends an output-tile visit (an array's fill/drain when k-steps chain).  ``out_time`` [1] receives the
     makespan as well (for symmetry with callers that pass buffers).
     """
     P = geo[G_P]
@@ -819,6 +820,21 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                     if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
                         break
                     s += 1
+                # the output-tile visit ends here: pay the array's tail (fill/drain)
+                visit_ends = s >= nsteps[c]
+                if not visit_ends and desc[2, D_PRESENT] == 1:
+                    cd1 = desc[2, D_DIM1]
+                    cd2 = desc[2, D_DIM2]
+                    if desc[2, D_SHARED] == 0 and inst != inst_cur[c]:
+                        visit_ends = True
+                    elif tmp_idx[cd1] != idx_cur[c, cd1]:
+                        visit_ends = True
+                    elif cd2 != 3 and tmp_idx[cd2] != idx_cur[c, cd2]:
+                        visit_ends = True
+                if visit_ends and ctab.shape[1] > 8:
+                    tail = ctab[row, 8 + ecode]
+                    comp_end[c] += tail
+                    stats[c, S_COMPUTE] += tail
                 if s >= nsteps[c]:
                     active[c] = 0
                     # final store of the last visit

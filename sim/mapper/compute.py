@@ -100,10 +100,24 @@ def packed_k(k, k_per_pe_cycle: float):
 
 
 def gemm_tile_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str = "n"):
-    """Cycles for one core to compute an (mt, nt, kt) GEMM tile on its arrays.
+    """Cycles for one core to compute an (mt, nt, kt) GEMM tile on its arrays, fill and
+    drain included (the tile is computed on its own).
 
     The tile is shared by the core's ``count`` identical arrays along ``split`` (m or n);
     the slowest share sets the time.  Vectorised over NumPy arrays of tile sizes.
+    """
+    step, tail = gemm_step_cycles(dataflow_model, choice, mt, nt, kt, split)
+    return step + tail
+
+
+def gemm_step_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str = "n"):
+    """(step, tail) cycles of one k-step of an output tile.
+
+    On an array with ``fold_overlap`` the k-steps of one output tile chain like its folds:
+    the next step's MMAs (or stationary loads) issue behind the current ones, so a step
+    costs only its streaming and the fill/drain (and the first stationary load) is paid
+    once per output tile, as ``tail``, after its last k-step.  Without overlap every step
+    is a SCALE-Sim schedule of its own and ``tail`` is 0.
     """
     mt = np.asarray(mt, dtype=np.int64)
     nt = np.asarray(nt, dtype=np.int64)
@@ -114,14 +128,21 @@ def gemm_tile_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
         else:
             mt = -(-mt // choice.count)
     if not choice.fold_overlap:
-        return dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols)
-    return overlapped_cycles(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
+        cyc = np.asarray(dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols))
+        return cyc, np.zeros_like(cyc)
+    return overlapped_parts(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
 
 
 def overlapped_cycles(dataflow_model, m, k, n, rows, cols):
-    """Cycles when folds overlap: while one fold streams, the next fold's stationary
-    operand is loaded, so the tile pays the first load and the last fill/drain once and
-    every fold costs max(its stream, the next load).
+    """Cycles when folds overlap (see :func:`overlapped_parts`), for a tile on its own."""
+    stream, tail = overlapped_parts(dataflow_model, m, k, n, rows, cols)
+    return stream + tail
+
+
+def overlapped_parts(dataflow_model, m, k, n, rows, cols):
+    """(streaming, tail) cycles when folds overlap: while one fold streams, the next
+    fold's stationary operand is loaded, so every fold costs max(its stream, the next
+    load) and the tile pays the first load and the last fill/drain once (``tail``).
 
     From SCALE-Sim's per-fold schedule ``load + stream + fill/drain`` (WS/IS: load R,
     stream T, fill/drain R + C - 2; OS: no load, stream T (k), fill/drain R + C - 2; RS:
@@ -135,7 +156,7 @@ def overlapped_cycles(dataflow_model, m, k, n, rows, cols):
     cpf = np.asarray(rep.cycles_per_fold)
     fill_drain = cpf - stream - load
     folds = np.asarray(rep.folds)
-    return folds * np.maximum(stream, load) + load + fill_drain
+    return folds * np.maximum(stream, load), load + fill_drain
 
 
 def vector_cycles(chip, ops) -> np.ndarray:

@@ -50,7 +50,10 @@ class TileProblem:
     ``a_dims``/``b_dims``/``c_dims`` are the loop dims each operand's tile spans (GEMM:
     A (m, k), B (n, k), C (m, n); attention: Q (m,), K/V (k,), O (m,)); ``*_fixed`` the
     elements of an untiled trailing extent (e.g. head_dim).  ``cycles_fn(mt, nt, kt)``
-    returns one core's compute cycles for a step, vectorised over NumPy arrays.
+    returns one core's compute cycles for a step, vectorised over NumPy arrays;
+    ``tail_fn(mt, nt, kt)``, when given, the cycles paid once per output-tile visit after
+    its last step (an array's fill/drain when k-steps chain, see
+    :func:`sim.mapper.compute.gemm_step_cycles`).
     ``causal`` skips (m-tile, k-tile) steps a causal mask removes (attention).
     """
 
@@ -61,6 +64,7 @@ class TileProblem:
     k: int
     layout: OperandLayout
     cycles_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    tail_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
     a_dims: tuple[str, ...] = ("m", "k")
     b_dims: tuple[str, ...] = ("n", "k")
     c_dims: tuple[str, ...] = ("m", "n")
@@ -85,6 +89,10 @@ class TileProblem:
     distribution: str = "any"                    # any | block | cyclic
     cluster: int = 1                             # cores sharing tile loads by multicast
     stages: int | None = None                    # tile buffers per operand (None: the chip's)
+    # a kernel library that sizes its pipeline to fill shared memory: stages =
+    # floor(stage_fill_bytes / (A + B tile bytes)), between 2 and max_stages (0: off)
+    stage_fill_bytes: float = 0.0
+    max_stages: int = 0
     macs: int = 0
     flops: float = 0.0
 
@@ -106,6 +114,7 @@ class Mapping:
     estimated_cycles: float
     estimated_dram_bytes: float
     compute: dict = field(default_factory=dict)   # array / dataflow / rate details
+    stages: int = 0                   # tile buffers per operand (0: the problem's or the chip's)
 
     def to_dict(self) -> dict[str, Any]:
         # fields by hand: dataclasses.asdict deep-copies recursively and is slow in sweeps
@@ -238,38 +247,58 @@ def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
     return rd, wr
 
 
-def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers: int):
+def pipeline_stages(prob: TileProblem, mt, nt, kt, default: int):
+    """Tile buffers per operand for each candidate tile: the problem's fixed count, or -
+    for a library that fills shared memory with as many stages as fit - the count that
+    fills ``stage_fill_bytes`` (vectorised)."""
+    base = prob.stages or default
+    if prob.stage_fill_bytes <= 0:
+        return np.full(np.shape(mt), base, dtype=np.int64)
+    stage = footprint_bytes(prob, "a", mt, nt, kt, 1) + (footprint_bytes(prob, "b", mt, nt, kt, 1)
+                                                           if prob.has_b else 0.0)
+    fill = np.floor(prob.stage_fill_bytes / np.maximum(stage, 1.0)).astype(np.int64)
+    return np.clip(fill, 2, max(2, prob.max_stages or 2))
+
+
+def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers):
     """Per-core SRAM (A, B, C) for one tile of each operand: the input tiles times the
     pipeline depth, the C accumulator (at accumulator precision) at most twice - it is
     drained once per output tile, not streamed per step."""
     a = footprint_bytes(prob, "a", mt, nt, kt, 1) * buffers
     b = footprint_bytes(prob, "b", mt, nt, kt, 1) * buffers if prob.has_b else 0.0 * a
-    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * min(buffers, 2)
+    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * np.minimum(buffers, 2)
     return a, b, c
 
 
 def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
-    """Σ compute cycles over every tile of a sub-problem (full and edge tiles)."""
+    """Σ compute cycles over every tile of a sub-problem (full and edge tiles), with one
+    ``tail_fn`` per output tile (one visit each: the estimate assumes k innermost)."""
     shape = np.broadcast(mt, nt, kt, mm, nn, kk).shape
     parts = []
     for dim_size, t in ((mm, mt), (nn, nt), (kk, kt)):
         full = np.floor(dim_size / t)
         edge = dim_size - full * t
         parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), np.where(edge > 0, edge, t))))
+    k_edge = parts[2][1][0]
+    last_k = (1.0 - k_edge, k_edge)   # which k part holds an output tile's last step
     # the 8 (full/edge m, n, k) tile shapes in one vectorised call (stacked on axis 0)
-    counts = []
+    counts, visits = [], []
     sms, sns, sks = (np.empty((8,) + shape, dtype=np.int64) for _ in range(3))
     i = 0
     for (cm, sm) in parts[0]:
         for (cn, sn) in parts[1]:
-            for (ck, sk) in parts[2]:
+            for j, (ck, sk) in enumerate(parts[2]):
                 counts.append(cm * cn * ck)
+                visits.append(cm * cn * last_k[j])
                 sms[i], sns[i], sks[i] = sm, sn, sk
                 i += 1
     cyc = prob.cycles_fn(sms, sns, sks)
+    tail = prob.tail_fn(sms, sns, sks) if prob.tail_fn is not None else None
     total = np.zeros(shape)
     for i in range(8):
         total = total + counts[i] * cyc[i]
+        if tail is not None:
+            total = total + visits[i] * tail[i]
     if prob.causal and prob.k > 1:
         # fraction of (m, k) tile pairs a causal mask keeps, estimated for ranking
         keep = np.clip((prob.causal_past + 0.5 * prob.m / max(1, prob.causal_group)) / prob.k, 0.0, 1.0)
@@ -318,7 +347,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
     MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
-    buffers = prob.stages or mem.buffers
+    buffers = pipeline_stages(prob, MT, NT, KT, mem.buffers)
     a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, buffers)
     if mem.partition is None:
         fits = (a_b + b_b + c_b) <= mem.sram_bytes
@@ -331,7 +360,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             f"op '{prob.name}': no tile fits the per-core SRAM ({mem.sram_bytes / 1024:.1f} KiB"
             + (", partitioned" if mem.partition else "") + f"); the smallest candidate needs "
             f"{smallest / 1024:.1f} KiB")
-    MT, NT, KT = MT[fits], NT[fits], KT[fits]
+    MT, NT, KT, buffers = MT[fits], NT[fits], KT[fits], buffers[fits]
     sram = (a_b + b_b + c_b)[fits]
     orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
     dram_bw = mem.dram_bytes_per_cycle * _RANK_DRAM_EFFICIENCY
@@ -383,7 +412,8 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             evaluated += len(MT)
             for i in _pick_many(est, rd + wr, MT * NT * KT, top):
                 cand = (float(est[i]), float(rd[i] + wr[i]), -float(MT[i] * NT[i] * KT[i]))
-                entry = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges))
+                entry = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges),
+                         int(buffers[i]))
                 pool.append(entry)
                 if best is None or cand < best[0]:
                     best = entry
@@ -425,7 +455,13 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             dram_rd = fetched
             l2_time = 0.0 * fetched
         traffic = dram_rd + c_all
-        mem_time = np.maximum.reduce([traffic / dram_bw, port_time, l2_time, traffic / mem.noc_bytes_per_cycle])
+        # Little's law per core: at most `buffers` steps' loads are in flight, so a step
+        # takes at least (round trip + its bytes through the port) / buffers
+        step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
+                                                                  if prob.has_b else 0.0)
+        latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / mem.port_bytes_per_cycle) / buffers
+        mem_time = np.maximum.reduce([traffic / dram_bw, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
+                                      latency_time])
         first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
                                                               if prob.has_b else 0.0)) / mem.port_bytes_per_cycle
         est = np.maximum(comp, mem_time) + first + mem.latency_cycles
@@ -433,7 +469,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         for i in _pick_many(est, traffic, MT * NT * KT, top):
             cand = (float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i]))
             entry = (cand, "cyclic", (1, 1, 1), int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(sram[i]),
-                     int(used[i]))
+                     int(used[i]), int(buffers[i]))
             pool.append(entry)
             if best is None or cand < best[0]:
                 best = entry
@@ -441,14 +477,15 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
     pool.sort(key=lambda e: e[0])
     out: list[Mapping] = []
     seen = set()
-    for (est_c, est_bytes, _), dist, part, mt, nt, kt, order, sram_b, used in [best] + pool:
+    for (est_c, est_bytes, _), dist, part, mt, nt, kt, order, sram_b, used, stages in [best] + pool:
         key = (dist, tuple(part), mt, nt, kt, order)
         if key in seen:
             continue
         seen.add(key)
         out.append(Mapping(distribution=dist, cores_used=used, partition=tuple(part), tile_m=mt, tile_n=nt,
                            tile_k=kt, loop_order=order, sram_bytes=sram_b, sram_capacity_bytes=int(mem.sram_bytes),
-                           search_space=evaluated, estimated_cycles=est_c, estimated_dram_bytes=est_bytes))
+                           search_space=evaluated, estimated_cycles=est_c, estimated_dram_bytes=est_bytes,
+                           stages=stages))
         if len(out) >= top:
             break
     return out
