@@ -194,11 +194,12 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         dtype = default_dtype(chip)
     precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
     if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
-        # a chip without matrix units for the tensors between GEMMs (an int8-only
-        # accelerator) runs its LM head in the GEMM format and, unless told otherwise,
-        # keeps its KV cache - and so runs attention - in that format too
+        # a chip without matrix units for 16-bit tensors (an int8-only accelerator: TPU v1
+        # keeps 8-bit activations in its Unified Buffer, Jouppi et al. 2017) keeps the
+        # tensors between GEMMs, its KV cache (unless told otherwise) and its LM head in
+        # the GEMM format
         precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype or dtype, sparsity=sparsity,
-                              quantised_lm_head=True)
+                              vector_dtype=dtype, quantised_lm_head=True)
     parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel)
     options = options or Options()
     kw = dict(precision=precision, attention=attention, parallel=parallel)

@@ -67,14 +67,6 @@ def _time_share(res, bound: str) -> float:
 #: NPU (512 KiB) the re-reads a small buffer forces keep some of them under it
 COMPUTE_BOUND_PREFILL = ("npu_128x128", "h200_sxm", "h100_sxm", "blackwell_b200", "scalesim_32x32")
 
-#: TPU v1's ridge point is ~2,700 ops/byte (92 TOPS over 34 GB/s of DDR3).  The real chip
-#: keeps activations in its 24 MiB Unified Buffer and streams only weights (Jouppi 2017
-#: counts intensity per weight byte); our traces keep every op's activations in DRAM, so a
-#: QKV projection with bf16 outputs tops out at 2·K·N/(K + 2N) = 3,072 ops/byte and most of a
-#: 4k prefill sits under the ridge by the roofline itself (README > Known limitations)
-ACTIVATIONS_ON_CHIP = ("tpu_v1",)
-
-
 @pytest.mark.parametrize("chip_name", list_chips())
 def test_prefill_compute_bound_decode_memory_bound(chip_name):
     """The roofline's prediction on every shipped chip, at the chip's default format: a
@@ -83,8 +75,6 @@ def test_prefill_compute_bound_decode_memory_bound(chip_name):
     chip = load_chip(chip_name)
     dec = run_llm(chip, "llama3-8b", phase="decode", batch=1, context_len=4096, allow_overflow=True)
     assert _time_share(dec, "memory") > 0.5, chip_name
-    if chip_name in ACTIVATIONS_ON_CHIP:
-        return
     pre = run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=4096, allow_overflow=True)
     assert _time_share(pre, "compute") > 0.5, chip_name
 
@@ -97,6 +87,14 @@ def test_default_format_is_one_the_chip_computes():
     res = run_llm(load_chip("tpu_v1"), "tiny", phase="decode", batch=1, context_len=64)
     assert res["precision"]["dtype"] == "int8" and res["precision"]["kv_dtype"] == "int8"
     assert all(o["kind"] != "gemm" or o["flops"] > 0 for o in res["ops"])
+    # an int8-only chip keeps 8-bit tensors between its GEMMs (TPU v1's Unified Buffer)
+    from sim.workload.llm import Precision, build_iteration, Iteration, Sequence
+
+    trace = build_iteration(load_model_spec("tiny"), Iteration((Sequence(8, 0),)),
+                            precision=Precision(dtype="int8", vector_dtype="int8", kv_dtype="int8",
+                                                      quantised_lm_head=True))
+    gemms = [t.op for t in trace if t.op.kind == "gemm"]
+    assert gemms and all(g.c_dtype == "int8" for g in gemms)
 
 
 @pytest.mark.parametrize("chip_name", list_chips())
@@ -104,9 +102,8 @@ def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
     """Every shipped chip, at its best format (int8-only chips run W8A8): Llama-3-8B's
     decode GEMVs are memory-bound; ``bound`` is the roofline's class at each op's own
     (compulsory) intensity and ``traffic_bound`` the same test with the traffic the
-    mapping really causes.  Prefill GEMMs are compute-bound by the roofline on every chip
-    but TPU v1 (see ACTIVATIONS_ON_CHIP), and with their real traffic on
-    COMPUTE_BOUND_PREFILL."""
+    mapping really causes.  Prefill GEMMs are compute-bound by the roofline on every chip,
+    and with their real traffic on COMPUTE_BOUND_PREFILL."""
     import dataclasses
 
     from sim.api import simulate
@@ -121,7 +118,8 @@ def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
     def gemms(trace):
         for t in trace:
             if t.op.kind == "gemm" and "weight" in t.op.tags:
-                yield dataclasses.replace(t.op, dtype=dtype, weight_dtype=None, out_dtype=None)
+                # outputs in the chip's tensor format (int8 on an int8-only chip, not int32)
+                yield dataclasses.replace(t.op, dtype=dtype, weight_dtype=None, out_dtype=dtype)
 
     for op in gemms(decode(spec, 1, 4096)):
         r = simulate(chip, op)
@@ -134,8 +132,7 @@ def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
         assert r.dram_intensity <= r.arithmetic_intensity * 1.0001   # traffic >= compulsory
         assert (r.bound == "compute") == (r.arithmetic_intensity >= ridge * 0.999), (chip_name, op.name)
         assert (r.traffic_bound == "compute") == (r.dram_intensity >= ridge * 0.999), (chip_name, op.name)
-        if chip_name not in ACTIVATIONS_ON_CHIP:
-            assert r.bound == "compute", (chip_name, op.name, r.arithmetic_intensity, ridge)
+        assert r.bound == "compute", (chip_name, op.name, r.arithmetic_intensity, ridge)
         if chip_name in COMPUTE_BOUND_PREFILL:
             assert r.traffic_bound == "compute", (chip_name, op.name, r.dram_intensity, ridge)
 

@@ -710,8 +710,11 @@ class _Builder:
             tags = tags + (f"dequant:{wd}->{gd}",)
         if p.sparsity:
             tags = tags + ("sparse:2:4",)
+        # an integer GEMM writes the tensors' format (bf16 after W8A8 on a GPU, int8 on an
+        # int8-only chip), not its int32 accumulators
+        out = self.vf if (p.quantised_activations or get_format(gd).kind == "int") else None
         ops.append(Gemm(name, m, k, n, count, dtype=gd, weight_dtype=wd if wd != gd else None,
-                        out_dtype=self.vf if p.quantised_activations else None, sparsity=p.sparsity, tags=tags))
+                        out_dtype=out, sparsity=p.sparsity, tags=tags))
         bs = get_format(gd).block_size
         if bs:
             ops.append(self.vec(f"{name}.block_scale", "block_scale", m * n * (-(-k // bs)) * count, 0, 0))
