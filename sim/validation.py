@@ -209,9 +209,35 @@ def _layer_ops(case: Case):
                             include_lm_head=False, include_embedding=False)
     out = []
     for t in trace:
-        ops = _sdpa_ops(t.op) if t.op.kind == "attention" else [(t.op, Options())]
-        out.extend(ops * t.repeat)
+        out.extend(_eager_kernels(t.op, q) * t.repeat)
     return out
+
+
+def _eager_kernels(op, q_len: int):
+    """The kernels eager PyTorch runs for one trace op of the reference layer
+    (validation/gpu/measure.py DecoderLayer; kernel names in h200_case_stats.csv): the K
+    and V cache writes are two copies, SiLU and the multiply by ``up`` two elementwise
+    kernels, and for q_len > 1 the attention output is made contiguous by a copy before
+    the output projection (for one query row the transpose is a view)."""
+    from .engine.lower import Options
+    from .workload.ops import Copy, VectorOp
+
+    if op.kind == "attention":
+        ops = _sdpa_ops(op)
+        if q_len > 1:
+            ops.append((Copy(f"{op.name}.transpose", op.batch * op.q_len * op.heads * op.head_dim * 2), Options()))
+        return ops
+    if isinstance(op, VectorOp) and op.op == "kv_append":
+        half = VectorOp(f"{op.name}.half", op.op, op.elements // 2, op.ops_per_element, op.read_bytes // 2,
+                        op.write_bytes // 2)
+        return [(half, Options()), (half, Options())]
+    if isinstance(op, VectorOp) and op.op == "silu_mul":
+        n = op.elements
+        per = op.write_bytes // n if n else 2
+        silu = VectorOp(f"{op.name}.silu", "silu_mul", n, 4.0, n * per, n * per)
+        mul = VectorOp(f"{op.name}.mul", "add", n, 1.0, 2 * n * per, n * per)
+        return [(silu, Options()), (mul, Options())]
+    return [(op, Options())]
 
 
 def _copy_ops(case: Case):

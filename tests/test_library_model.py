@@ -96,3 +96,37 @@ def test_decode_gemv_streams_weights_near_the_measured_rate(h200):
     r = simulate_op(h200, Gemm("g", 3, 28672, 8192))
     rate = 28672 * 8192 * 2 / r.seconds
     assert 0.85 * 4.1e12 < rate < h200.memory.dram.peak_bytes_per_s
+
+
+def test_tile_shapes_follow_the_library_rule(h200):
+    """Every tile shape in the nvjet kernel names has a side that is a multiple of 64 and at
+    most 40,960 outputs, and the mapper only picks such tiles on the wgmma array: a 8x1024x64
+    GEMM runs as one 8x64 tile (cuBLAS: nvjet *_64x8_*, one CTA), not as 8x8 tiles on 8 SMs."""
+    shapes = set()
+    for path in (STATS, ROOT / "validation" / "measurements" / "h200_micro_kstep_stats.csv"):
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                shapes.update((int(a), int(b)) for a, b, _, _ in NVJET.findall(row["kernels"]))
+    assert len(shapes) > 80
+    assert all(a % 64 == 0 or b % 64 == 0 for a, b in shapes)
+    assert max(a * b for a, b in shapes) == h200.mapping.tile_max_elements
+    r = simulate_op(h200, Gemm("g", 8, 1024, 64))
+    assert (r.mapping["tile_m"], r.mapping["tile_n"]) == (8, 64)
+    for m, k, n in ((256, 4096, 4096), (3, 28672, 8192), (1024, 1024, 1024)):
+        mp = simulate_op(h200, Gemm("g", m, k, n)).mapping
+        tm, tn = -(-mp["tile_m"] // 8) * 8, -(-mp["tile_n"] // 8) * 8
+        assert tm % 64 == 0 or tn % 64 == 0, (m, k, n, tm, tn)
+        assert tm * tn <= 40960
+
+
+def test_sm80_path_runs_only_the_listed_cutlass_kernels(h200):
+    """torch._int_mm's CUTLASS kernels (names in the measurements) come in five tile shapes
+    with fixed stage counts and never split k: the mapping keeps to them."""
+    listed = {(a, b): st for a, b, st in h200.mapping.array_kernels["tensor_cores_sm80"]}
+    for m, k, n in ((32, 16384, 64), (4096, 4096, 4096), (200, 8192, 1536)):
+        r = simulate_op(h200, Gemm("g", m, k, n, dtype="int8", out_dtype="int32"), Options(array="tensor_cores_sm80"))
+        mp = r.mapping
+        assert mp["compute"]["split_k"] == 1
+        padded = [(a, b) for (a, b) in listed if min(m, a) == mp["tile_m"] and min(n, b) == mp["tile_n"]]
+        assert padded, (m, k, n, mp["tile_m"], mp["tile_n"])
+        assert mp["stages"] in {listed[t] for t in padded}

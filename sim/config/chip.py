@@ -616,6 +616,17 @@ class MappingSpec(_Spec):
     # arrays whose library kernels run in such clusters (None: all of them); kernels of the
     # other arrays load tiles one core at a time
     cluster_arrays: Optional[tuple[str, ...]] = None
+    # tile shapes a GEMM kernel of the library can have, on the arrays of tile_rule_arrays
+    # (None: all): at least one of tile_m, tile_n (rounded up to 8) is a multiple of
+    # tile_one_side_multiple (a Hopper warpgroup MMA is 64 rows on one operand's side), and
+    # tile_m x tile_n is at most tile_max_elements (the fp32 accumulators live in registers)
+    tile_one_side_multiple: Optional[_int(1, 1 << 20)] = None
+    tile_max_elements: Optional[_int(1, 1 << 40)] = None
+    tile_rule_arrays: Optional[tuple[str, ...]] = None
+    # GEMM kernels of a library path bound to one array, by array name: the only
+    # (tile_m, tile_n, smem stages) it offers, and its split-K factors (default split_k)
+    array_kernels: dict[str, tuple[tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64)], ...]] = {}
+    array_split_k: dict[str, tuple[_int(1, 1024), ...]] = {}
     # a library whose GEMM kernels size their smem pipeline to what fits (CUTLASS's
     # automatic stage count): stages = floor(pipeline_fill_bytes / (A + B tile bytes)),
     # between 2 and pipeline_max_stages, for the kernels of pipeline_fill_arrays (None: all
@@ -663,7 +674,7 @@ class ChipSpec(_Spec):
     def _mapping_names_arrays(self) -> "ChipSpec":
         names = [a.name for a in self.cores.arrays]
         problems = []
-        for key in ("cluster_arrays", "pipeline_fill_arrays"):
+        for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k"):
             listed = getattr(self.mapping, key) if self.mapping is not None else None
             problems += [(("mapping", key, i), f"no array named '{n}' (arrays: {', '.join(names)})", n)
                          for i, n in enumerate(listed or ()) if n not in names]

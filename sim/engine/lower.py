@@ -236,6 +236,11 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
     if kind == "gemm" and ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
         prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
         prob.max_stages = ms.pipeline_max_stages
+    if kind == "gemm" and array in ms.array_kernels:
+        prob.tile_kernels = tuple(tuple(t) for t in ms.array_kernels[array])
+    if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
+        prob.tile_side_multiple = ms.tile_one_side_multiple or 0
+        prob.tile_max_elements = ms.tile_max_elements or 0
     if kind == "gemm":
         prob.tile_menu_m = ms.tile_m
         prob.tile_menu_n = ms.tile_n

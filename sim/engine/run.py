@@ -342,7 +342,9 @@ def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: in
     many instances writing fp32 partial sums, then a reduction pass sums them (its
     traffic is part of the estimate)."""
     ms = getattr(chip, "mapping", None)
-    menu = tuple(ms.split_k) if (ms is not None and info.get("kind") == "gemm" and not ideal) else (1,)
+    menu = (1,)
+    if ms is not None and info.get("kind") == "gemm" and not ideal:
+        menu = tuple(ms.array_split_k.get(info.get("array"), ms.split_k))
     out = []
     error = None
     for S in sorted(set(menu)):

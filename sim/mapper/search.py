@@ -93,6 +93,12 @@ class TileProblem:
     # floor(stage_fill_bytes / (A + B tile bytes)), between 2 and max_stages (0: off)
     stage_fill_bytes: float = 0.0
     max_stages: int = 0
+    # a library's tile-shape rule: one of tile_m, tile_n (rounded up to 8) a multiple of
+    # tile_side_multiple, tile_m x tile_n at most tile_max_elements (0: no rule)
+    tile_side_multiple: int = 0
+    tile_max_elements: int = 0
+    # the library's kernels as (tile_m, tile_n, smem stages): only these tiles are tried
+    tile_kernels: tuple[tuple[int, int, int], ...] | None = None
     macs: int = 0
     flops: float = 0.0
 
@@ -347,7 +353,14 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
     MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
+    if prob.fixed_tiles is None and (prob.tile_side_multiple or prob.tile_max_elements):
+        MT, NT, KT = _library_shapes(prob, MT, NT, KT)
     buffers = pipeline_stages(prob, MT, NT, KT, mem.buffers)
+    if prob.tile_kernels and prob.fixed_tiles is None:
+        # a fixed kernel list: its tiles (a dim shorter than a tile runs padded) and stages
+        kern = [(min(prob.m, a), min(prob.n, b), st) for a, b, st in prob.tile_kernels]
+        kern = [(a, b, kk, st) for a, b, st in dict.fromkeys(kern) for kk in k_c]
+        MT, NT, KT, buffers = (np.array(col, dtype=np.int64) for col in zip(*kern))
     a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, buffers)
     if mem.partition is None:
         fits = (a_b + b_b + c_b) <= mem.sram_bytes
@@ -512,6 +525,23 @@ def _pick_many(est, traffic, volume, top: int) -> list[int]:
             out.append(int(i))
             vols.add(float(volume[i]))
     return out
+
+
+def _library_shapes(prob: TileProblem, MT, NT, KT):
+    """The candidate tiles a library offers (see TileProblem.tile_side_multiple): a tile
+    smaller than the menu's step is padded to it, as the hardware pads it."""
+    pm, pn = -(-MT // 8) * 8, -(-NT // 8) * 8
+    keep = np.ones(len(MT), dtype=bool)
+    if prob.tile_side_multiple:
+        q = prob.tile_side_multiple
+        keep &= (pm % q == 0) | (pn % q == 0)
+        # a dim shorter than q on both sides still runs, padded to q on one side
+        keep |= (pm < q) & (pn < q) & (MT == min(prob.m, MT.max())) & (NT == min(prob.n, NT.max()))
+    if prob.tile_max_elements:
+        keep &= pm * pn <= prob.tile_max_elements
+    if not keep.any():
+        return MT, NT, KT
+    return MT[keep], NT[keep], KT[keep]
 
 
 def _menu(size: int, menu: tuple[int, ...]) -> list[int]:
