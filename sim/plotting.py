@@ -152,7 +152,7 @@ def _energy_unit(joules: float) -> tuple[str, float]:
 def roofline(results: Sequence, chip, path: str | Path, title: str | None = None,
              rate_classes: Iterable[str] | None = None) -> Path:
     """Roofline of ``chip`` with each op of ``results`` placed by its arithmetic intensity
-    (FLOP per DRAM byte) and achieved FLOP/s; marker area ∝ the op's share of time.
+    (FLOP per simulated DRAM byte, `dram_intensity`) and achieved FLOP/s; marker area ∝ the op's share of time.
 
     ``results``: :class:`~sim.results.OpResult` objects or the op rows of
     :func:`sim.inference.run_llm` (dicts with flops, dram_bytes, seconds, kind, repeat).
