@@ -540,3 +540,22 @@ def test_cluster_arrays_must_name_arrays_of_the_chip():
     with pytest.raises(ConfigError) as exc:
         load_chip("h200_sxm", overrides=["mapping.cluster_arrays=[tensor_cores, tensor_corez]"])
     assert "mapping.cluster_arrays.1" in str(exc.value) and "tensor_corez" in str(exc.value)
+
+
+@pytest.mark.parametrize("key,value,path", [
+    ("pipeline_fill_arrays", "[tensor_corez]", "mapping.pipeline_fill_arrays.0"),
+    ("tile_rule_arrays", "[tensor_corez]", "mapping.tile_rule_arrays.0"),
+    ("array_kernels", '{"tensor_corez": [[64, 64, 6]]}', "mapping.array_kernels.tensor_corez"),
+    ("array_split_k", '{"tensor_corez": [1]}', "mapping.array_split_k.tensor_corez"),
+])
+def test_library_array_lists_must_name_arrays_of_the_chip(key, value, path):
+    with pytest.raises(ConfigError) as exc:
+        load_chip("h200_sxm", overrides=[f"mapping.{key}={value}"])
+    assert path in str(exc.value) and "tensor_corez" in str(exc.value)
+
+
+def test_library_kernel_entries_are_checked():
+    with pytest.raises(ConfigError, match="mapping.array_kernels"):
+        load_chip("h200_sxm", overrides=['mapping.array_kernels={"tensor_cores_sm80": [[64, 0, 6]]}'])
+    with pytest.raises(ConfigError, match="mapping.attention_split_kv"):
+        load_chip("h200_sxm", overrides=["mapping.attention_split_kv=never"])

@@ -676,7 +676,8 @@ class ChipSpec(_Spec):
         problems = []
         for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k"):
             listed = getattr(self.mapping, key) if self.mapping is not None else None
-            problems += [(("mapping", key, i), f"no array named '{n}' (arrays: {', '.join(names)})", n)
+            problems += [(("mapping", key, n if isinstance(listed, dict) else i),
+                          f"no array named '{n}' (arrays: {', '.join(names)})", n)
                          for i, n in enumerate(listed or ()) if n not in names]
         if problems:
             raise _rule_errors("ChipSpec", problems)
