@@ -547,6 +547,7 @@ def test_cluster_arrays_must_name_arrays_of_the_chip():
     ("tile_rule_arrays", "[tensor_corez]", "mapping.tile_rule_arrays.0"),
     ("array_kernels", '{"tensor_corez": [[64, 64, 6]]}', "mapping.array_kernels.tensor_corez"),
     ("array_split_k", '{"tensor_corez": [1]}', "mapping.array_split_k.tensor_corez"),
+    ("array_outstanding_requests", '{"tensor_corez": 1024}', "mapping.array_outstanding_requests.tensor_corez"),
 ])
 def test_library_array_lists_must_name_arrays_of_the_chip(key, value, path):
     with pytest.raises(ConfigError) as exc:

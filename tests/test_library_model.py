@@ -130,3 +130,15 @@ def test_sm80_path_runs_only_the_listed_cutlass_kernels(h200):
         padded = [(a, b) for (a, b) in listed if min(m, a) == mp["tile_m"] and min(n, b) == mp["tile_n"]]
         assert padded, (m, k, n, mp["tile_m"], mp["tile_n"])
         assert mp["stages"] in {listed[t] for t in padded}
+
+
+def test_one_cta_int8_kernel_matches_its_microbenchmark(h200):
+    """The sm80 path keeps 32 KiB in flight per SM (cp.async, array_outstanding_requests):
+    the one-CTA int8 CUTLASS GEMMs of h200_micro_kstep.csv land within 10 % of measured."""
+    from sim.validation import predict, read_cases
+
+    cases = [c for c in read_cases(ROOT / "validation" / "measurements" / "h200_micro_kstep.csv") if c.dtype == "int8"]
+    assert len(cases) == 4
+    for c in cases:
+        p = predict(h200, c)["predicted_ms"]
+        assert abs(p - c.measured_ms) / c.measured_ms < 0.10, (c.values, p, c.measured_ms)

@@ -627,6 +627,9 @@ class MappingSpec(_Spec):
     # (tile_m, tile_n, smem stages) it offers, and its split-K factors (default split_k)
     array_kernels: dict[str, tuple[tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64)], ...]] = {}
     array_split_k: dict[str, tuple[_int(1, 1024), ...]] = {}
+    # DRAM requests one core keeps in flight in that path's kernels, by array name (default:
+    # the DRAM level's max_outstanding_requests_per_core; e.g. cp.async loads vs TMA)
+    array_outstanding_requests: dict[str, _int(1, 1 << 20)] = {}
     # a library whose GEMM kernels size their smem pipeline to what fits (CUTLASS's
     # automatic stage count): stages = floor(pipeline_fill_bytes / (A + B tile bytes)),
     # between 2 and pipeline_max_stages, for the kernels of pipeline_fill_arrays (None: all
@@ -674,7 +677,8 @@ class ChipSpec(_Spec):
     def _mapping_names_arrays(self) -> "ChipSpec":
         names = [a.name for a in self.cores.arrays]
         problems = []
-        for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k"):
+        for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k",
+                    "array_outstanding_requests"):
             listed = getattr(self.mapping, key) if self.mapping is not None else None
             problems += [(("mapping", key, n if isinstance(listed, dict) else i),
                           f"no array named '{n}' (arrays: {', '.join(names)})", n)

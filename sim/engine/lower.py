@@ -238,6 +238,8 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
         prob.max_stages = ms.pipeline_max_stages
     if kind == "gemm" and array in ms.array_kernels:
         prob.tile_kernels = tuple(tuple(t) for t in ms.array_kernels[array])
+    if kind == "gemm" and array in ms.array_outstanding_requests:
+        prob.max_outstanding = ms.array_outstanding_requests[array]
     if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
         prob.tile_side_multiple = ms.tile_one_side_multiple or 0
         prob.tile_max_elements = ms.tile_max_elements or 0
@@ -367,7 +369,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
     geo[K.G_CLUSTER] = max(1, prob.cluster)
     dram = chip.memory.dram
-    geo[K.G_OUTSTANDING] = dram.max_outstanding_requests_per_core
+    geo[K.G_OUTSTANDING] = prob.max_outstanding or dram.max_outstanding_requests_per_core
     geo[K.G_GRAN] = dram.access_bytes
     geo[K.G_INTERLEAVE] = dram.interleave_bytes
     geo[K.G_STAGES] = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers

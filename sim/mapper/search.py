@@ -99,6 +99,8 @@ class TileProblem:
     tile_max_elements: int = 0
     # the library's kernels as (tile_m, tile_n, smem stages): only these tiles are tried
     tile_kernels: tuple[tuple[int, int, int], ...] | None = None
+    # DRAM requests one core keeps in flight for this kernel (0: the chip's)
+    max_outstanding: int = 0
     macs: int = 0
     flops: float = 0.0
 
