@@ -183,7 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--row-length", type=int, default=None, help="RS: weight row segment length per PE")
     g.add_argument("--dtype", default="bf16", help="input/compute format (bf16, fp16, fp32, fp8, int8, fp4, ...)")
     g.add_argument("--weight-dtype", default=None, help="weight storage format (default: --dtype)")
-    g.add_argument("--sparsity", choices=["2:4"], default=None, help="2:4 structured-sparse weights")
+    g.add_argument("--sparsity", choices=["2:4", "unstructured"], default=None,
+                   help="sparse weights: 2:4 structured (compressed, 2:4 units skip half the MACs) or "
+                        "unstructured (no speedup on a dense array)")
     g.add_argument("--memory", choices=["ideal", "modeled"], default="modeled",
                    help="ideal: stall-free compute cycles (SCALE-Sim comparable); modeled: SRAM + HBM timing")
     g.add_argument("--fidelity", choices=["high", "fast"], default="high",

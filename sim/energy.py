@@ -234,14 +234,15 @@ def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate
                             prompt_len: int = 2048, context_len=None, new_tokens: int = 128,
                             draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
                             sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
-                            attention: str = "fused", options=None, **_ignored) -> dict:
+                            attention: str | None = None, options=None, **_ignored) -> dict:
     """Energy of an LLM run split by component - each memory level by name (registers,
     SRAMs, DRAM), ``mac``, ``vector``, ``noc``, ``static`` - in joules, summing to the
     run's ``energy_j``.
 
     ``result`` is :func:`sim.inference.run_llm`'s output for the same arguments.  When its
     op rows carry ``energy_breakdown_pj`` they are summed directly; otherwise the run's ops
-    are rebuilt and their (memoised) results read back.  For ``generate`` the split is
+    are rebuilt - with the formats and attention lowering the run resolved (its
+    ``precision`` and ``attention``) - and their (memoised) results read back.  For ``generate`` the split is
     that of the prefill plus the middle decode step times ``new_tokens`` (the total is
     exact; the split between components is that approximation).
     """
@@ -257,7 +258,11 @@ def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate
         from .workload.models import load_model_spec
 
         spec = load_model_spec(model) if isinstance(model, str) else model
-        precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
+        p = result.get("precision") or {}
+        precision = Precision(dtype=p.get("dtype", dtype), weight_dtype=p.get("weight_dtype", weight_dtype),
+                              kv_dtype=p.get("kv_dtype", kv_dtype), sparsity=p.get("sparsity", sparsity),
+                              vector_dtype=p.get("vector_dtype"), quantised_lm_head=p.get("quantised_lm_head", False))
+        attention = result.get("attention") or attention or chip.attention_lowering
         parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel)
         options = options or Options()
         for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,

@@ -164,7 +164,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
-            attention: str = "fused", options: Options | None = None, allow_overflow: bool = False,
+            attention: str | None = None, options: Options | None = None, allow_overflow: bool = False,
             progress: bool = False) -> dict[str, Any]:
     """Simulate a model on a chip.
 
@@ -188,6 +188,8 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("new_tokens", new_tokens)):
         if int(v) < 1:
             raise WorkloadError(f"{name} must be >= 1, got {v}")
+    if attention is None:
+        attention = chip.attention_lowering
     if attention not in ("fused", "unfused"):
         raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
     if dtype is None:
@@ -220,7 +222,9 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             "--pipeline-parallel), a narrower --weight-dtype / --kv-dtype, or --allow-overflow")
     out: dict[str, Any] = {"chip": chip.name, "model": spec.name, "phase": phase, "batch": batch,
                            "precision": {"dtype": precision.dtype, "weight_dtype": precision.weight_format,
-                                         "kv_dtype": precision.kv_format, "sparsity": sparsity},
+                                         "kv_dtype": precision.kv_format, "sparsity": sparsity,
+                                         "vector_dtype": precision.vector_format,
+                                         "quantised_lm_head": precision.quantised_lm_head},
                            "parallel": {"tensor": tensor_parallel, "pipeline": pipeline_parallel},
                            "attention": attention, "memory": options.memory, "fit": fit,
                            "kv_cache_bytes": fit["kv_cache_bytes"],
@@ -330,10 +334,12 @@ def add_run_parser(sub, func) -> None:
                         "when it has no bf16 units)")
     r.add_argument("--weight-dtype", default=None, help="weight format (int8, int4, fp8, mxfp4, nvfp4, ...)")
     r.add_argument("--kv-dtype", default=None, help="KV-cache format (int8, fp8, ...)")
-    r.add_argument("--sparsity", choices=["2:4"], default=None, help="2:4 structured-sparse weights")
+    r.add_argument("--sparsity", choices=["2:4", "unstructured"], default=None,
+                   help="sparse weights: 2:4 structured or unstructured (no speedup on a dense array)")
     r.add_argument("--tensor-parallel", type=int, default=1)
     r.add_argument("--pipeline-parallel", type=int, default=1)
-    r.add_argument("--attention", choices=["fused", "unfused"], default="fused")
+    r.add_argument("--attention", choices=["fused", "unfused"], default=None,
+                   help="attention lowering (default: the chip's attention_lowering, fused unless it says)")
     r.add_argument("--dataflow", default=None)
     r.add_argument("--memory", choices=["ideal", "modeled"], default="modeled")
     r.add_argument("--fidelity", choices=["high", "fast"], default="high",

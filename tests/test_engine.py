@@ -268,3 +268,36 @@ def test_cycles_per_row_do_not_depend_on_how_many_rows():
     chip = load_chip("npu_128x128")
     per_row = [simulate_gemm(chip, m, 4096, 4096, dtype="bf16").cycles / m for m in (10 ** 4, 10 ** 5, 10 ** 7, 10 ** 9)]
     assert max(per_row) <= 1.05 * min(per_row), per_row
+
+
+@pytest.mark.parametrize("units", [False, True])
+@pytest.mark.parametrize("m,k,n", [(100, 64, 300), (17, 400, 9)])
+def test_sparsity_closed_form(units, m, k, n):
+    """Output-stationary on one 32x32 array: folds x (R + C + T - 2) - 1 with T = k dense.
+    2:4 weights on an array with 2:4 units skip the pruned half (T = k/2); on an array
+    without them, and unstructured sparsity on any dense array, T stays k."""
+    chip = load_chip("scalesim_32x32", overrides=[f"cores.arrays.0.sparsity_2_4={str(units).lower()}"])
+
+    def closed(t):
+        return math.ceil(m / 32) * math.ceil(n / 32) * (32 + 32 + t - 2) - 1
+
+    cyc = {s: simulate_gemm(chip, m, k, n, dtype="int8", dataflow="os", memory="ideal", sparsity=s).cycles
+           for s in (None, "2:4", "unstructured")}
+    assert cyc[None] == closed(k)
+    assert cyc["unstructured"] == closed(k)
+    assert cyc["2:4"] == closed(k // 2 if units else k)
+
+
+def test_sparse_weights_move_their_bytes():
+    """Modelled memory: 2:4 weights move half the values plus 2-bit indices; unstructured
+    zeros are stored densely, so traffic and time equal the dense GEMM's."""
+    from sim.dtypes import sparse_2_4_bytes
+
+    chip = load_chip("npu_128x128")
+    dense = simulate_gemm(chip, 4, 4096, 4096, dtype="int8")
+    unstructured = simulate_gemm(chip, 4, 4096, 4096, dtype="int8", sparsity="unstructured")
+    sparse = simulate_gemm(chip, 4, 4096, 4096, dtype="int8", sparsity="2:4")
+    assert unstructured.cycles == dense.cycles and unstructured.dram_bytes == dense.dram_bytes
+    assert sparse_2_4_bytes("int8", 4096 * 4096) == 4096 * 4096 // 2 + 4096 * 4096 // 8
+    assert sparse.dram_bytes < 0.7 * dense.dram_bytes
+    assert sparse.cycles < dense.cycles

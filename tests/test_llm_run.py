@@ -153,3 +153,37 @@ def test_generation_interpolates_between_sampled_steps():
     last = run_llm(chip, "llama3-8b", phase="decode", batch=4, context_len=512 + 63)
     assert gen["ttft_s"] > 0 and gen["decode_steps_simulated"] <= 9
     assert min(first["tpot_s"], last["tpot_s"]) * 0.999 <= gen["tpot_s"] <= max(first["tpot_s"], last["tpot_s"]) * 1.001
+
+
+def test_unstructured_sparsity_gives_no_speedup_on_a_dense_array():
+    chip = load_chip("npu_128x128")
+    dense = run_llm(chip, "tiny", phase="decode", batch=4, context_len=256)
+    unstructured = run_llm(chip, "tiny", phase="decode", batch=4, context_len=256, sparsity="unstructured")
+    structured = run_llm(chip, "tiny", phase="decode", batch=4, context_len=256, sparsity="2:4")
+    assert unstructured["seconds"] == dense["seconds"]
+    assert unstructured["precision"]["sparsity"] == "unstructured"
+    assert structured["seconds"] < dense["seconds"]
+
+
+def test_attention_lowering_per_chip_or_by_flag():
+    """A chip's attention_lowering is the default; --attention / attention= overrides it.
+    Unfused attention writes the scores to DRAM and reads them back."""
+    fused_chip = load_chip("npu_128x128")
+    unfused_chip = load_chip("npu_128x128", overrides=["attention_lowering=unfused"])
+    kw = dict(phase="prefill", batch=1, prompt_len=512)
+    a = run_llm(fused_chip, "tiny", **kw)
+    b = run_llm(unfused_chip, "tiny", **kw)
+    c = run_llm(unfused_chip, "tiny", attention="fused", **kw)
+    assert (a["attention"], b["attention"], c["attention"]) == ("fused", "unfused", "fused")
+    assert b["dram_bytes"] > a["dram_bytes"] and c["dram_bytes"] == a["dram_bytes"]
+
+
+def test_energy_split_rebuilds_the_run_with_its_own_formats():
+    """A generate run's energy split rebuilds its ops with the formats the run resolved:
+    on an int8-only chip that is int8 throughout, not the bf16 default."""
+    from sim.energy import llm_energy_components_j
+
+    chip = load_chip("tpu_v1")
+    res = run_llm(chip, "tiny", phase="generate", batch=2, prompt_len=64, new_tokens=4)
+    comps = llm_energy_components_j(chip, "tiny", res, phase="generate", batch=2, prompt_len=64, new_tokens=4)
+    assert comps and abs(sum(comps.values()) - res["energy_j"]) < 1e-9 * max(1.0, res["energy_j"])

@@ -669,6 +669,10 @@ class ChipSpec(_Spec):
     runtime: Optional[RuntimeSpec] = None
     interconnect: Optional[InterconnectSpec] = None
     mapping: Optional[MappingSpec] = None
+    # how LLM attention is lowered on this chip unless a run says otherwise: "fused"
+    # (FlashAttention-style, scores stay on chip) or "unfused" (scores written to and read
+    # back from DRAM, as on a software stack without fused attention kernels)
+    attention_lowering: Literal["fused", "unfused"] = "fused"
 
     _source_path: Optional[Path] = PrivateAttr(default=None)
     _overrides: tuple[str, ...] = PrivateAttr(default=())

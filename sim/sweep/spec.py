@@ -121,7 +121,7 @@ class WorkloadSpec(BaseModel):
     kv_dtype: Optional[str] = None
     tensor_parallel: int = Field(1, ge=1)
     pipeline_parallel: int = Field(1, ge=1)
-    attention: Literal["fused", "unfused"] = "fused"
+    attention: Optional[Literal["fused", "unfused"]] = None   # None: the chip's attention_lowering
     allow_overflow: bool = False
     # gemm
     m: Optional[int] = Field(None, ge=1)
@@ -132,7 +132,7 @@ class WorkloadSpec(BaseModel):
     # both
     dtype: str = "bf16"
     weight_dtype: Optional[str] = None
-    sparsity: Optional[Literal["2:4"]] = None
+    sparsity: Optional[Literal["2:4", "unstructured"]] = None
     dataflow: Optional[str] = None
     memory: Literal["modeled", "ideal"] = "modeled"
     fidelity: Literal["high", "fast"] = "high"

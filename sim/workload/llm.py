@@ -67,7 +67,8 @@ Number formats (:class:`Precision`)
     * block-scaled GEMM inputs (``dtype`` mxfp4 / nvfp4 / mxfp8): a ``block_scale``
       VectorOp after the Gemm, ``elements = m·n·⌈k/block⌉·count`` partial sums, 2 ops each
       (combine the two scales, multiply), 0 bytes (done at the accumulator).
-    * ``sparsity="2:4"``: ``Gemm.sparsity`` on every weight Gemm (not the LM head/router).
+    * ``sparsity="2:4"`` or ``"unstructured"``: ``Gemm.sparsity`` on every weight Gemm (not the
+      LM head/router).
 
     The LM head, embeddings, router and norm weights stay in the vector dtype.  The KV
     cache is stored in ``kv_dtype`` (``Attention.kv_dtype``; the append converts).
@@ -121,7 +122,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence as _Seq
 from ..config.model_spec import ModelSpec
 from ..dtypes import get_format, sparse_2_4_bytes
 from ..errors import WorkloadError
-from .ops import Attention, Collective, Conv2d, Copy, Gemm, Op, VectorOp, op_min_dram_bytes, op_to_dict
+from .ops import SPARSITIES, Attention, Collective, Conv2d, Copy, Gemm, Op, VectorOp, op_min_dram_bytes, op_to_dict
 
 #: vector-lane operations per element for the VectorOps the builder emits (estimates:
 #: each counts one multiply, add, compare, exp or reciprocal as one lane op).
@@ -236,7 +237,7 @@ class Precision:
     ``dtype``: GEMM inputs (activations side); ``weight_dtype``: stored weights (None =
     ``dtype``); ``kv_dtype``: KV cache (None = the vector dtype); ``vector_dtype``: tensors
     between GEMMs (None = ``dtype`` if a 16/32-bit float, else bf16); ``sparsity``: "2:4"
-    on weights; ``quantised_lm_head``: the LM head in the GEMM formats too (it normally
+    or "unstructured" on weights (see :class:`~sim.workload.ops.Gemm`); ``quantised_lm_head``: the LM head in the GEMM formats too (it normally
     stays in the vector format; a chip without units for that needs it quantised).
     """
 
@@ -252,8 +253,8 @@ class Precision:
             v = getattr(self, name)
             if v is not None:
                 object.__setattr__(self, name, get_format(v).name)
-        if self.sparsity not in (None, "2:4"):
-            raise WorkloadError(f"Precision: sparsity must be None or '2:4', got {self.sparsity!r}")
+        if self.sparsity not in SPARSITIES:
+            raise WorkloadError(f"Precision: sparsity must be one of {SPARSITIES}, got {self.sparsity!r}")
 
     @property
     def vector_format(self) -> str:
@@ -709,7 +710,7 @@ class _Builder:
             ops.append(self.vec(f"{name}.dequant", "dequant", k * n * count, 0, 0))
             tags = tags + (f"dequant:{wd}->{gd}",)
         if p.sparsity:
-            tags = tags + ("sparse:2:4",)
+            tags = tags + (f"sparse:{p.sparsity}",)
         # an integer GEMM writes the tensors' format (bf16 after W8A8 on a GPU, int8 on an
         # int8-only chip), not its int32 accumulators
         out = self.vf if (p.quantised_activations or get_format(gd).kind == "int") else None

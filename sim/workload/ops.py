@@ -51,13 +51,20 @@ def _check_dtype(op: Any, *names: str) -> None:
             object.__setattr__(op, name, get_format(value).name)
 
 
+#: weight sparsity patterns an op can carry: None (dense), "2:4" (structured, compressed,
+#: half the MACs on arrays with 2:4 units) or "unstructured" (no format or unit uses it)
+SPARSITIES = (None, "2:4", "unstructured")
+
+
 @dataclass(frozen=True)
 class Gemm:
     """C[m×n] = A[m×k] · B[k×n], ``count`` independent times.
 
     In LLM layers A is the activations and B the weights.  ``weight_dtype`` narrower than
     ``dtype`` is weight-only quantisation (B is widened before use); ``sparsity="2:4"``
-    stores B 2:4 structured-sparse.  ``b_shared`` means every one of the ``count``
+    stores B 2:4 structured-sparse (values plus 2-bit indices; arrays with 2:4 units skip
+    the pruned half); ``sparsity="unstructured"`` marks zeros at arbitrary places, which a
+    dense array stores and multiplies like any other value.  ``b_shared`` means every one of the ``count``
     instances uses the same B (e.g. one weight matrix for several micro-batches).
     """
 
@@ -77,8 +84,8 @@ class Gemm:
         _positive(self, "m", "k", "n", "count")
         _bounded(self, "m", "k", "n", "count")
         _check_dtype(self, "dtype", "weight_dtype", "out_dtype")
-        if self.sparsity not in (None, "2:4"):
-            raise ShapeError(f"Gemm '{self.name}': sparsity must be None or '2:4', got {self.sparsity!r}")
+        if self.sparsity not in SPARSITIES:
+            raise ShapeError(f"Gemm '{self.name}': sparsity must be one of {SPARSITIES}, got {self.sparsity!r}")
         if self.sparsity == "2:4" and self.k % 4:
             raise ShapeError(f"Gemm '{self.name}': 2:4 sparsity needs k divisible by 4, got k={self.k}")
 
