@@ -262,6 +262,20 @@ def _decode_step(geo, ranges, c, s, idx, start, ext):
 
 
 @kernel
+def _tile_changed(desc, op, inst_a, idx_a, inst_b, idx_b):
+    """Whether operand ``op``'s tile differs between two steps (instance ``inst_*``, tile
+    indices ``idx_*``): a new instance (unless the operand is shared) or a new index along
+    either of the dims its tile spans."""
+    if desc[op, D_SHARED] == 0 and inst_a != inst_b:
+        return True
+    d1 = desc[op, D_DIM1]
+    d2 = desc[op, D_DIM2]
+    if idx_a[d1] != idx_b[d1]:
+        return True
+    return d2 != 3 and idx_a[d2] != idx_b[d2]
+
+
+@kernel
 def _last_needed_k_tile(geo, m_start, m_ext):
     """Index of the last k tile a causal query block needs (all of them when not causal)."""
     tk = _ceil_div(geo[G_K], geo[G_KT])
@@ -526,17 +540,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
             for op in range(2):
                 if desc[op, D_PRESENT] == 0:
                     continue
-                d1 = desc[op, D_DIM1]
-                d2 = desc[op, D_DIM2]
-                changed = first_step
-                if not changed:
-                    if desc[op, D_SHARED] == 0 and inst != inst_prev[c]:
-                        changed = True
-                    elif idx_cur[c, d1] != idx_prev[c, d1]:
-                        changed = True
-                    elif d2 != 3 and idx_cur[c, d2] != idx_prev[c, d2]:
-                        changed = True
-                if changed:
+                if first_step or _tile_changed(desc, op, inst, idx_cur[c], inst_prev[c], idx_prev[c]):
                     bpe = fp[F_BPE_A] if op == 0 else fp[F_BPE_B]
                     base = fp[F_BASE_A] if op == 0 else fp[F_BASE_B]
                     _make_transfer(geo, desc, fp, op, inst, start_cur[c], ext_cur[c], bpe, base, 0, xf[c, nx])
@@ -557,16 +561,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                     nx += 1
             # output visit change: enqueue the store of the previous visit, psum read for this one
             if desc[2, D_PRESENT] == 1:
-                cd1 = desc[2, D_DIM1]
-                cd2 = desc[2, D_DIM2]
-                cchanged = first_step
-                if not cchanged:
-                    if desc[2, D_SHARED] == 0 and inst != inst_prev[c]:
-                        cchanged = True
-                    elif idx_cur[c, cd1] != idx_prev[c, cd1]:
-                        cchanged = True
-                    elif cd2 != 3 and idx_cur[c, cd2] != idx_prev[c, cd2]:
-                        cchanged = True
+                cchanged = first_step or _tile_changed(desc, 2, inst, idx_cur[c], inst_prev[c], idx_prev[c])
                 if cchanged and not first_step:
                     # store of the previous visit, ready when its last step finished
                     final = idx_prev[c, 2] >= prev_last_k[c]
@@ -823,14 +818,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                 # the output-tile visit ends here: pay the array's tail (fill/drain)
                 visit_ends = s >= nsteps[c]
                 if not visit_ends and desc[2, D_PRESENT] == 1:
-                    cd1 = desc[2, D_DIM1]
-                    cd2 = desc[2, D_DIM2]
-                    if desc[2, D_SHARED] == 0 and inst != inst_cur[c]:
-                        visit_ends = True
-                    elif tmp_idx[cd1] != idx_cur[c, cd1]:
-                        visit_ends = True
-                    elif cd2 != 3 and tmp_idx[cd2] != idx_cur[c, cd2]:
-                        visit_ends = True
+                    visit_ends = _tile_changed(desc, 2, inst, tmp_idx, inst_cur[c], idx_cur[c])
                 if visit_ends and ctab.shape[1] > 8:
                     tail = ctab[row, 8 + ecode]
                     comp_end[c] += tail

@@ -133,12 +133,6 @@ def gemm_step_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
     return overlapped_parts(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
 
 
-def overlapped_cycles(dataflow_model, m, k, n, rows, cols):
-    """Cycles when folds overlap (see :func:`overlapped_parts`), for a tile on its own."""
-    stream, tail = overlapped_parts(dataflow_model, m, k, n, rows, cols)
-    return stream + tail
-
-
 def overlapped_parts(dataflow_model, m, k, n, rows, cols):
     """(streaming, tail) cycles when folds overlap: while one fold streams, the next
     fold's stationary operand is loaded, so every fold costs max(its stream, the next

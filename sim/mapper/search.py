@@ -353,16 +353,17 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         k_c = tile_candidates(prob.k, prob.unit_k)
     if prob.fixed_tiles is not None:
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
-    MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
-    MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
-    if prob.fixed_tiles is None and (prob.tile_side_multiple or prob.tile_max_elements):
-        MT, NT, KT = _library_shapes(prob, MT, NT, KT)
-    buffers = pipeline_stages(prob, MT, NT, KT, mem.buffers)
     if prob.tile_kernels and prob.fixed_tiles is None:
         # a fixed kernel list: its tiles (a dim shorter than a tile runs padded) and stages
         kern = [(min(prob.m, a), min(prob.n, b), st) for a, b, st in prob.tile_kernels]
         kern = [(a, b, kk, st) for a, b, st in dict.fromkeys(kern) for kk in k_c]
         MT, NT, KT, buffers = (np.array(col, dtype=np.int64) for col in zip(*kern))
+    else:
+        MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
+        MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
+        if prob.fixed_tiles is None and (prob.tile_side_multiple or prob.tile_max_elements):
+            MT, NT, KT = _library_shapes(prob, MT, NT, KT)
+        buffers = pipeline_stages(prob, MT, NT, KT, mem.buffers)
     a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, buffers)
     if mem.partition is None:
         fits = (a_b + b_b + c_b) <= mem.sram_bytes
@@ -537,8 +538,8 @@ def _library_shapes(prob: TileProblem, MT, NT, KT):
     if prob.tile_side_multiple:
         q = prob.tile_side_multiple
         keep &= (pm % q == 0) | (pn % q == 0)
-        # a dim shorter than q on both sides still runs, padded to q on one side
-        keep |= (pm < q) & (pn < q) & (MT == min(prob.m, MT.max())) & (NT == min(prob.n, NT.max()))
+        # both dims shorter than q: the one whole-problem tile runs, padded to q on one side
+        keep |= (pm < q) & (pn < q) & (MT == MT.max()) & (NT == NT.max())
     if prob.tile_max_elements:
         keep &= pm * pn <= prob.tile_max_elements
     if not keep.any():

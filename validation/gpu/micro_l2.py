@@ -12,11 +12,13 @@ block measures what a single SM can pull.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from micro_csv import write_micro_csv  # noqa: E402
 
 SRC = r"""
 extern "C" __global__ void l2_read_ilp4(const int4* __restrict__ buf, long long n_vec, int reps, int4* out) {
@@ -126,10 +128,7 @@ def main() -> int:
         smi = f"unavailable: {exc}"
     rows.append({"name": "env", "params": "", "value": "", "unit": "",
                  "notes": json.dumps({"nvidia_smi": smi, "cupy": cp.__version__, "sms": sms})})
-    with open(out / args.csv_name, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["name", "params", "value", "unit", "notes"])
-        w.writeheader()
-        w.writerows(rows)
+    write_micro_csv(out / args.csv_name, rows)
     return 0
 
 

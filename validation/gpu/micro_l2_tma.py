@@ -20,7 +20,6 @@ L2.  A 4 GiB buffer (far larger than the 60 MiB L2) gives the HBM rate for compa
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
@@ -30,6 +29,9 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from micro_csv import write_micro_csv  # noqa: E402
 
 
 @triton.jit
@@ -158,10 +160,7 @@ def main() -> int:
             torch.cuda.empty_cache()
     record("env", "", "", "", json.dumps({"device": dev.name, "sms": sms, "torch": torch.__version__,
                                           "triton": triton.__version__}))
-    with open(out / "h200_micro_l2_tma.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["name", "params", "value", "unit", "notes"])
-        w.writeheader()
-        w.writerows(rows_out)
+    write_micro_csv(out / "h200_micro_l2_tma.csv", rows_out)
     return 0
 
 

@@ -13,13 +13,13 @@ median of repeats).  Per SM: bandwidth / G.  Bytes in flight per SM ~ STAGES x 3
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from micro_csv import write_micro_csv  # noqa: E402
 from micro_l2_tma import _read_tma_pipelined, _time  # noqa: E402
 
 
@@ -52,10 +52,7 @@ def main() -> int:
                             f"median kernel time {sec * 1e3:.3f} ms"}
             rows_out.append(row)
             print(row, flush=True)
-    with open(out / "h200_micro_sm_hbm.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["name", "params", "value", "unit", "notes"])
-        w.writeheader()
-        w.writerows(rows_out)
+    write_micro_csv(out / "h200_micro_sm_hbm.csv", rows_out)
     return 0
 
 
