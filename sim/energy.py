@@ -263,7 +263,8 @@ def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate
                               kv_dtype=p.get("kv_dtype", kv_dtype), sparsity=p.get("sparsity", sparsity),
                               vector_dtype=p.get("vector_dtype"), quantised_lm_head=p.get("quantised_lm_head", False))
         attention = result.get("attention") or attention or chip.attention_lowering
-        parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel)
+        parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel,
+                               collective_algorithm=(result.get("parallel") or {}).get("collective", "ring"))
         options = options or Options()
         for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
                                          precision, parallel, attention):

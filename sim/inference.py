@@ -164,6 +164,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+            collective: str = "ring",
             attention: str | None = None, options: Options | None = None, allow_overflow: bool = False,
             progress: bool = False) -> dict[str, Any]:
     """Simulate a model on a chip.
@@ -202,7 +203,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         # the GEMM format
         precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype or dtype, sparsity=sparsity,
                               vector_dtype=dtype, quantised_lm_head=True)
-    parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel)
+    parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel, collective_algorithm=collective)
     options = options or Options()
     kw = dict(precision=precision, attention=attention, parallel=parallel)
     past = int(context_len) if context_len is not None else 0
@@ -225,7 +226,8 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
                                          "kv_dtype": precision.kv_format, "sparsity": sparsity,
                                          "vector_dtype": precision.vector_format,
                                          "quantised_lm_head": precision.quantised_lm_head},
-                           "parallel": {"tensor": tensor_parallel, "pipeline": pipeline_parallel},
+                           "parallel": {"tensor": tensor_parallel, "pipeline": pipeline_parallel,
+                                        "collective": collective},
                            "attention": attention, "memory": options.memory, "fit": fit,
                            "kv_cache_bytes": fit["kv_cache_bytes"],
                            "kv_cache_bytes_per_sequence": fit["kv_cache_bytes_per_sequence"]}
@@ -337,6 +339,8 @@ def add_run_parser(sub, func) -> None:
     r.add_argument("--sparsity", choices=["2:4", "unstructured"], default=None,
                    help="sparse weights: 2:4 structured or unstructured (no speedup on a dense array)")
     r.add_argument("--tensor-parallel", type=int, default=1)
+    r.add_argument("--collective", choices=["ring", "tree"], default="ring",
+                   help="algorithm of the tensor-parallel all-reduces and all-gathers")
     r.add_argument("--pipeline-parallel", type=int, default=1)
     r.add_argument("--attention", choices=["fused", "unfused"], default=None,
                    help="attention lowering (default: the chip's attention_lowering, fused unless it says)")
@@ -358,6 +362,7 @@ def cmd_run(args) -> int:
                   context_len=args.context_len, new_tokens=args.new_tokens, draft_tokens=args.draft_tokens,
                   dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,
                   tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
+                  collective=args.collective,
                   attention=args.attention, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
                   allow_overflow=args.allow_overflow, progress=not args.json and sys.stderr.isatty())
     if args.json:

@@ -187,3 +187,43 @@ def test_energy_split_rebuilds_the_run_with_its_own_formats():
     res = run_llm(chip, "tiny", phase="generate", batch=2, prompt_len=64, new_tokens=4)
     comps = llm_energy_components_j(chip, "tiny", res, phase="generate", batch=2, prompt_len=64, new_tokens=4)
     assert comps and abs(sum(comps.values()) - res["energy_j"]) < 1e-9 * max(1.0, res["energy_j"])
+
+
+@pytest.mark.parametrize("collective,algorithm,p", [("all_reduce", "ring", 8), ("all_gather", "ring", 4),
+                                                    ("all_reduce", "tree", 8), ("all_gather", "tree", 5),
+                                                    ("send", "ring", 2)])
+def test_collective_cost_closed_form(collective, algorithm, p):
+    """Alpha-beta model on h200_sxm's NVSwitch (18 links x 25 GB/s, 1 us per hop): ring
+    all-reduce 2(p-1) steps moving 2(p-1)/p of the data, all-gather half of that; tree
+    2*ceil(log2 p) steps (all-reduce) or ceil(log2 p) (all-gather) of the full data; a send
+    one hop."""
+    import math
+
+    from sim.engine.run import collective_seconds
+    from sim.workload.ops import Collective
+
+    chip = load_chip("h200_sxm")
+    b = 64 << 20
+    bw, lat = 18 * 25e9, 1e-6
+    if collective == "send":
+        steps, moved = 1, b
+    elif algorithm == "ring":
+        f = 2 if collective == "all_reduce" else 1
+        steps, moved = f * (p - 1), f * (p - 1) / p * b
+    else:
+        steps = (2 if collective == "all_reduce" else 1) * math.ceil(math.log2(p))
+        moved = steps * b
+    sec, info = collective_seconds(chip, Collective("c", collective, b, p, algorithm))
+    assert info["steps"] == steps
+    assert sec == pytest.approx(steps * lat + moved / bw, rel=1e-12)
+
+
+def test_tensor_parallel_run_uses_the_chosen_collective():
+    chip = load_chip("h200_sxm")
+    kw = dict(phase="decode", batch=8, context_len=512, tensor_parallel=8)
+    ring = run_llm(chip, "llama3-8b", **kw)
+    tree = run_llm(chip, "llama3-8b", collective="tree", **kw)
+    algos = {o["op"]: o for o in tree["ops"] if o["kind"] == "collective"}
+    assert algos and tree["parallel"]["collective"] == "tree" and ring["parallel"]["collective"] == "ring"
+    # small messages: tree's 6 latency-bound steps beat ring's 14
+    assert tree["seconds"] < ring["seconds"]

@@ -277,16 +277,21 @@ class Precision:
 
 @dataclass(frozen=True)
 class Parallelism:
-    """Tensor (Megatron) and pipeline parallel degrees."""
+    """Tensor (Megatron) and pipeline parallel degrees, and the algorithm of the tensor-
+    parallel collectives ("ring" or "tree", see :func:`sim.engine.run.collective_seconds`)."""
 
     tensor: int = 1
     pipeline: int = 1
+    collective_algorithm: str = "ring"
 
     def __post_init__(self) -> None:
         for name in ("tensor", "pipeline"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise WorkloadError(f"Parallelism: {name} must be a whole number >= 1, got {v!r}")
+        if self.collective_algorithm not in ("ring", "tree"):
+            raise WorkloadError(f"Parallelism: collective_algorithm must be 'ring' or 'tree', "
+                                f"got {self.collective_algorithm!r}")
 
 
 # --------------------------------------------------------------------------- trace
@@ -806,7 +811,8 @@ class _Builder:
         return [(o, "moe") for o in ops]
 
     def all_reduce(self, name: str) -> Collective:
-        return Collective(name, "all_reduce", self.vbytes(self.T * self.h), self.par.tensor)
+        return Collective(name, "all_reduce", self.vbytes(self.T * self.h), self.par.tensor,
+                          self.par.collective_algorithm)
 
     def layer(self, layer: int) -> list[tuple[Op, str]]:
         T, h = self.T, self.h
@@ -870,8 +876,8 @@ class _Builder:
                                        tags=("column_parallel",) if t > 1 else ()):
                 ops.append(TraceOp(op, None, "lm_head", 1, last))
             if t > 1:
-                ops.append(TraceOp(Collective("lm_head.all_gather", "all_gather",
-                                              self.vbytes(L * model.vocab_size), t), None, "lm_head", 1, last))
+                ops.append(TraceOp(Collective("lm_head.all_gather", "all_gather", self.vbytes(L * model.vocab_size), t,
+                                              self.par.collective_algorithm), None, "lm_head", 1, last))
         return ops
 
 
