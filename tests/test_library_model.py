@@ -16,6 +16,7 @@ from sim.engine.run import simulate_op
 from sim.mapper.compute import choose_array, gemm_step_cycles, gemm_tile_cycles
 from sim.mapper.search import pipeline_stages
 from sim.dataflow import get_dataflow
+from sim.validation import _sdpa_ops
 from sim.workload.ops import Attention, Gemm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +143,66 @@ def test_one_cta_int8_kernel_matches_its_microbenchmark(h200):
     for c in cases:
         p = predict(h200, c)["predicted_ms"]
         assert abs(p - c.measured_ms) / c.measured_ms < 0.10, (c.values, p, c.measured_ms)
+
+
+# cuDNN's SDPA kernels: <sm90|sm80>_flash_fprop_..._<q rows>x<key rows>x<head dim>_...
+SDPA = re.compile(r"sdpa_(sm\d+)_flash_fprop_\w+?_(\d+)x(\d+)x(\d+)_\d+x\d+x\d+_cga")
+
+
+def test_attention_tiles_are_the_ones_cudnn_ran(h200):
+    """The H200's fused attention runs one tile per library path: the sm90 kernel for
+    prefill, the sm80 kernel (16 query rows by 128 keys, as in its name) for decode."""
+    decode_tiles = set()
+    with STATS.open() as f:
+        for row in csv.DictReader(f):
+            for path, q_rows, kv_rows, d in SDPA.findall(row["kernels"]):
+                if path == "sm80" and float(row["q_len"] or 0) == 1 and q_rows == "16":
+                    decode_tiles.add((int(q_rows), int(kv_rows)))
+    assert decode_tiles == {(16, 128)}
+    assert tuple(h200.mapping.attention_tiles["tensor_cores_sm80"]) == (16, 128)
+    for q_len, array in ((1, "tensor_cores_sm80"), (4096, "tensor_cores")):
+        op, opts = _sdpa_ops(Attention("a", 2, 32, 8, 128, q_len, 4096, causal=q_len > 1, fused=True))[-1]
+        r = simulate_op(h200, op, opts)
+        assert r.mapping["compute"]["array"] == array
+        q_rows, kv_rows = h200.mapping.attention_tiles[array]
+        assert (r.mapping["tile_m"], r.mapping["tile_k"]) == (min(q_rows, op.q_len * 4), kv_rows)
+
+
+def test_causal_tiles_are_dealt_to_whichever_core_frees_first(h200):
+    """A causal prefill's query blocks differ in work (block i needs about i + 1 key
+    blocks).  Dealt dynamically, as a GPU's block scheduler does, the busiest core ends
+    within one block's work of the average (Graham's list-scheduling bound); dealt
+    round-robin, core c would always get block c mod 12 here and run far longer."""
+    op = Attention("a", 4, 40, 40, 128, 1536, 1536, causal=True, fused=True)
+    r = simulate_op(h200, op)
+    q_rows, kv_rows = h200.mapping.attention_tiles["tensor_cores"]
+    blocks = -(-op.q_len // q_rows)
+    steps = [-(-(i + 1) * q_rows // kv_rows) for i in range(blocks)]    # key blocks per query block
+    tiles = op.batch * op.kv_heads * blocks
+    cores = h200.cores.count
+    assert r.details["steps"] == tiles // blocks * sum(steps)
+    prob, _ = lower_op(h200, op, Options(), cores)
+    one = float(prob.cycles_fn(np.array([q_rows]), np.array([1]), np.array([kv_rows]))[0])
+    average = r.details["steps"] * one / cores
+    busiest = r.details["per_core_compute_cycles_max"]
+    assert busiest <= average + max(steps) * one + prob.tail_fn(q_rows, 1, kv_rows) * tiles / cores * 1.1
+    round_robin = max(sum(steps[t % blocks] for t in range(c, tiles, cores)) for c in range(cores)) * one
+    assert round_robin > 1.5 * average > busiest / 1.5
+
+
+def test_query_heads_without_gqa_packing_read_one_copy_of_kv():
+    """A short query (16 rows, 8 heads per KV head): packed, one 128-row block holds the
+    group's rows and reads K/V once; one query head per block (FlashAttention-2's grid),
+    the group's 8 blocks each read it - the same DRAM bytes (they share it through the
+    chip-level cache) but 8x the cache reads."""
+    packed = load_chip("h200_sxm")
+    per_head = load_chip("h200_sxm", overrides=["mapping.attention_gqa_packing=never"])
+    op = Attention("a", 1, 32, 4, 128, 16, 4096, causal=False, fused=True)
+    a, b = simulate_op(packed, op), simulate_op(per_head, op)
+    kv_bytes = 2 * op.batch * op.kv_heads * op.kv_len * op.head_dim * 2
+    q_bytes = op.batch * op.heads * op.q_len * op.head_dim * 2
+    for r in (a, b):
+        assert r.dram_read_bytes <= 1.1 * (kv_bytes + q_bytes)
+    group = op.heads // op.kv_heads
+    assert b.dram_read_bytes + b.l2_hit_bytes == pytest.approx(group * (a.dram_read_bytes + a.l2_hit_bytes), rel=0.05)
+    assert (a.mapping["tile_m"], b.mapping["tile_m"]) == (op.q_len * group, op.q_len)

@@ -646,6 +646,14 @@ class MappingSpec(_Spec):
     attention_split_kv: Literal["always", "decode"] = "always"
     # tile buffers per operand of the library's fused attention kernel (None: the SRAM's)
     attention_pipeline_stages: Optional[_int(1, 64)] = None
+    # the fused attention kernel's (query rows, key rows) per tile, by array name: the only
+    # tile that library path runs (default: the mapper searches tile_m x tile_n)
+    attention_tiles: dict[str, tuple[_int(1, 1 << 20), _int(1, 1 << 20)]] = {}
+    # whether a fused attention tile holds the query rows of all heads that share a KV head
+    # (grouped-query packing: K/V read once per group): "always", "decode" (single-query
+    # steps only; longer queries run one query head per thread block, the heads of a group
+    # reading the same K/V through the chip-level cache) or "never"
+    attention_gqa_packing: Literal["always", "decode", "never"] = "always"
     # cores per multicast cluster of the library's attention kernel (None: cluster_size)
     attention_cluster_size: Optional[_int(1, 64)] = None
     # fixed time a library GEMM or attention kernel spends outside its tile loop (kernel
@@ -682,7 +690,7 @@ class ChipSpec(_Spec):
         names = [a.name for a in self.cores.arrays]
         problems = []
         for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k",
-                    "array_outstanding_requests"):
+                    "array_outstanding_requests", "attention_tiles"):
             listed = getattr(self.mapping, key) if self.mapping is not None else None
             problems += [(("mapping", key, n if isinstance(listed, dict) else i),
                           f"no array named '{n}' (arrays: {', '.join(names)})", n)

@@ -25,7 +25,7 @@ from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
 from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, gemm_tile_cycles, special_cycles,
                               vector_cycles)
-from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, block_ranges
+from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
@@ -137,7 +137,9 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
 def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[TileProblem, dict]:
     """FlashAttention-style fused attention: per (sequence, KV head) instance, a block of
     query rows (the ``heads/kv_heads`` query heads sharing a KV head, position-major)
-    stays on chip while K and V tiles stream past; scores never leave the core.
+    stays on chip while K and V tiles stream past; scores never leave the core.  A library
+    that does not pack grouped query heads (``mapping.attention_gqa_packing``) runs one
+    instance per query head instead, the heads of a group reading one copy of K/V.
 
     When there are fewer instances than cores and long contexts (decode), the key range is
     split into independent chunks (split-KV / FlashDecoding) so every core works; the
@@ -155,15 +157,23 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
                               array_name=opts.array)
         math_dtype = op.kv_format
     df = _dataflow_model(choice, opts)
+    ms = getattr(chip, "mapping", None)
     group = op.heads // op.kv_heads
-    count = op.batch * op.kv_heads
+    packing = ms.attention_gqa_packing if ms is not None else "always"
+    packed = packing == "always" or (packing == "decode" and op.q_len == 1)
+    # packed: one instance per (sequence, KV head) holds its group's query rows,
+    # position-major; otherwise one instance per query head, the group's instances
+    # consecutive and reading one copy of K/V
+    share = 1 if packed else group
+    if not packed:
+        group = 1
+    count = op.batch * op.kv_heads * share
     m = op.q_len * group
     d = op.head_dim
     kv_bpe = bytes_per_element(op.kv_format)
     kv_narrow = get_format(op.kv_format).bits < get_format(op.dtype).bits
     act_bpe = bytes_per_element(op.dtype)
     splits = 1
-    ms = getattr(chip, "mapping", None)
     may_split = ms is None or ms.attention_split_kv == "always" or op.q_len == 1
     if may_split and not op.causal and count < cores and op.kv_len >= 512:
         splits = max(1, min(cores // count, op.kv_len // 256))
@@ -173,8 +183,10 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
     def cycles_fn(mt, nt, kt):
         mt = np.asarray(mt, dtype=np.int64)
         kt = np.asarray(kt, dtype=np.int64)
-        qk = gemm_tile_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")
-        pv = gemm_tile_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")
+        # on a fold_overlap array the MMAs of consecutive key blocks chain like a GEMM's
+        # k-steps: fill/drain is paid once per query block (tail_fn), not per key block
+        qk = gemm_step_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")[0]
+        pv = gemm_step_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")[0]
         scores = mt * kt
         lane = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE)
         special = special_cycles(chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
@@ -186,17 +198,23 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
         # (max, subtract, sum, rescale) issue on the vector lanes alongside it
         return np.maximum(qk + pv + special, lane).astype(np.float64)
 
+    def tail_fn(mt, nt, kt):
+        mt = np.asarray(mt, dtype=np.int64)
+        kt = np.asarray(kt, dtype=np.int64)
+        return (gemm_step_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")[1]
+                + gemm_step_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")[1]).astype(np.float64)
+
     um, un, uk = _array_units(df, choice)
     stages = ms.attention_pipeline_stages if ms is not None else None
     prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
-                       a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
+                       tail_fn=tail_fn if choice.fold_overlap else None, a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
                        reduction=True, causal=op.causal, causal_past=op.kv_len - op.q_len, causal_group=group,
                        unit_m=max(1, min(um, 128)), unit_n=1, unit_k=max(16, uk), fixed_order="mnk",
-                       macs=op.macs, flops=op.flops, stages=stages)
+                       macs=op.macs, flops=op.flops, stages=stages, b_share_group=share)
     info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
             "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
             "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "k_per_pe_cycle": choice.k_per_pe_cycle,
-            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "fused": True,
+            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "gqa_packed": packed, "fused": True,
             "math_dtype": math_dtype}
     return prob, info
 
@@ -251,6 +269,9 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
             # streams 128-byte rows of int8 weights)
             narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
             prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
+    elif kind == "attention" and array in ms.attention_tiles:
+        q_rows, kv_rows = ms.attention_tiles[array]
+        prob.fixed_tiles = (min(q_rows, prob.m), 1, min(kv_rows, prob.k))
     elif kind == "attention":
         # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
         prob.tile_menu_m = ms.tile_m
@@ -334,7 +355,7 @@ def operand_bases(prob: TileProblem) -> tuple[float, float, float, float]:
     """Byte addresses of A, B, C and the partial-sum scratch: disjoint, aligned regions
     of one flat address space, in that order."""
     a_total = prob.count * prob.m * max(1, prob.k if "k" in prob.a_dims else 1) * max(1, prob.a_fixed) * prob.layout.a
-    b_total = (1 if prob.b_shared else prob.count) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
+    b_total = -(-prob.count // b_copies_group(prob)) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
         1, prob.b_fixed) * max(prob.layout.b, 1e-9)
     c_total = prob.count * prob.m * prob.n * max(1, prob.c_fixed) * prob.layout.c
     base_b = _align(a_total)
@@ -391,7 +412,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
         else:
             desc[row, K.D_DIM2] = 3
             desc[row, K.D_EXTENT2] = max(1, fixed)
-        desc[row, K.D_SHARED] = 1 if (which == "b" and prob.b_shared) else 0
+        desc[row, K.D_SHARED] = b_copies_group(prob) if which == "b" else 1
         desc[row, K.D_CACHEABLE] = 1 if which != "c" else 0
         ext = {"m": mapping.tile_m, "n": mapping.tile_n, "k": mapping.tile_k}
         n_el = max(1, fixed) if len(dims) == 1 else 1

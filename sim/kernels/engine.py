@@ -67,7 +67,7 @@ D_PRESENT = 0
 D_DIM1 = 1          # tile rows run over this loop dim (0 m, 1 n, 2 k)
 D_DIM2 = 2          # contiguous dim (0 m, 1 n, 2 k) or 3 = a fixed extent not tiled
 D_EXTENT2 = 3       # elements along dim2 when D_DIM2 == 3
-D_SHARED = 4        # 1: same data for every instance
+D_SHARED = 4        # consecutive instances that read one copy (0/1: each its own)
 D_CACHEABLE = 5     # 1: reads may be served by the chip-level cache
 D_LEN = 6
 
@@ -195,46 +195,83 @@ def core_step_count(geo, ranges, c):
 
 
 @kernel
-def _decode_step(geo, ranges, c, s, idx, start, ext):
-    """Tile indices, element starts and extents of step ``s`` of core ``c``; returns inst."""
+def _decode_cyclic(geo, t, kk, idx, start, ext):
+    """Tile indices, element starts and extents of k-step ``kk`` of output tile ``t`` (in
+    dealing order) in cyclic mode; returns inst."""
     M = geo[G_M]
     N = geo[G_N]
     Kd = geo[G_K]
     mt = geo[G_MT]
     nt = geo[G_NT]
     kt = geo[G_KT]
+    tm = (M + mt - 1) // mt
+    tn = (N + nt - 1) // nt
+    inst = t // (tm * tn)
+    rem = t - inst * tm * tn
+    g = geo[G_GROUP_M]
+    if g > 1:
+        # grouped rasterisation: a wave covers a g-row block of tiles, so the A and B
+        # panels it needs fit the chip-level cache (thread-block swizzling)
+        per_group = g * tn
+        first_m = (rem // per_group) * g
+        gs = min(tm - first_m, g)
+        within = rem - (rem // per_group) * per_group
+        i = first_m + within % gs
+        j = within // gs
+    else:
+        i = rem // tn
+        j = rem - i * tn
+    idx[0] = i
+    idx[1] = j
+    idx[2] = kk
+    start[0] = i * mt
+    start[1] = j * nt
+    start[2] = kk * kt
+    ext[0] = min(mt, M - start[0])
+    ext[1] = min(nt, N - start[1])
+    ext[2] = min(kt, Kd - start[2])
+    return inst
+
+
+@kernel
+def _cyclic_total_tiles(geo):
+    """Output tiles dealt in cyclic mode (all of them, or the first G_TILE_LIMIT)."""
+    total = geo[G_COUNT] * _ceil_div(geo[G_M], geo[G_MT]) * _ceil_div(geo[G_N], geo[G_NT])
+    if geo[G_TILE_LIMIT] > 0 and geo[G_TILE_LIMIT] < total:
+        total = geo[G_TILE_LIMIT]
+    return total
+
+
+@kernel
+def _next_dealt_step(geo, tile_of, next_tile, c, s, idx, start, ext):
+    """Cyclic mode's next needed step of core ``c`` from k-step ``s`` of its tile: the rest
+    of the tile, or (once it is done, or masked out by causality) the first step of the
+    next tile nobody has taken.  Returns (k-step, inst), k-step -1 when no tile is left.
+
+    Tiles are dealt dynamically, as a GPU's block scheduler hands the next thread block to
+    whichever SM frees up first: cores finishing short (causally masked) tiles take more."""
+    tk = _ceil_div(geo[G_K], geo[G_KT])
+    while True:
+        if tile_of[c] >= 0 and s < tk:
+            inst = _decode_cyclic(geo, tile_of[c], s, idx, start, ext)
+            if geo[G_CAUSAL] == 0 or idx[2] <= _last_needed_k_tile(geo, start[0], ext[0]):
+                return s, inst
+        if next_tile[0] >= _cyclic_total_tiles(geo):
+            return -1, -1
+        tile_of[c] = next_tile[0]
+        next_tile[0] += 1
+        s = 0
+
+
+@kernel
+def _decode_step(geo, ranges, c, s, idx, start, ext):
+    """Block mode: tile indices, element starts and extents of step ``s`` of core ``c``
+    (its sub-problem walked in the loop order); returns inst."""
+    Kd = geo[G_K]
+    mt = geo[G_MT]
+    nt = geo[G_NT]
+    kt = geo[G_KT]
     tk = (Kd + kt - 1) // kt
-    if geo[G_MODE] == 1:
-        tm = (M + mt - 1) // mt
-        tn = (N + nt - 1) // nt
-        w = s // tk
-        kk = s - w * tk
-        t = c + w * geo[G_P]
-        inst = t // (tm * tn)
-        rem = t - inst * tm * tn
-        g = geo[G_GROUP_M]
-        if g > 1:
-            # grouped rasterisation: a wave covers a g-row block of tiles, so the A and B
-            # panels it needs fit the chip-level cache (thread-block swizzling)
-            per_group = g * tn
-            first_m = (rem // per_group) * g
-            gs = min(tm - first_m, g)
-            within = rem - (rem // per_group) * per_group
-            i = first_m + within % gs
-            j = within // gs
-        else:
-            i = rem // tn
-            j = rem - i * tn
-        idx[0] = i
-        idx[1] = j
-        idx[2] = kk
-        start[0] = i * mt
-        start[1] = j * nt
-        start[2] = kk * kt
-        ext[0] = min(mt, M - start[0])
-        ext[1] = min(nt, N - start[1])
-        ext[2] = min(kt, Kd - start[2])
-        return inst
     m0 = ranges[c, 2]
     n0 = ranges[c, 4]
     trip_m = (ranges[c, 3] - m0 + mt - 1) // mt
@@ -264,9 +301,10 @@ def _decode_step(geo, ranges, c, s, idx, start, ext):
 @kernel
 def _tile_changed(desc, op, inst_a, idx_a, inst_b, idx_b):
     """Whether operand ``op``'s tile differs between two steps (instance ``inst_*``, tile
-    indices ``idx_*``): a new instance (unless the operand is shared) or a new index along
+    indices ``idx_*``): a new instance (unless both share one copy) or a new index along
     either of the dims its tile spans."""
-    if desc[op, D_SHARED] == 0 and inst_a != inst_b:
+    share = max(1, desc[op, D_SHARED])
+    if inst_a // share != inst_b // share:
         return True
     d1 = desc[op, D_DIM1]
     d2 = desc[op, D_DIM2]
@@ -316,7 +354,7 @@ def _make_transfer(geo, desc, fp, op, inst, start, ext, bpe, base, is_write, xf)
         e2 = ext[d2]
     seg_off = np.int64(np.floor(s2 * bpe))
     seg_len = np.int64(np.ceil((s2 + e2) * bpe)) - seg_off
-    inst_eff = 0 if desc[op, D_SHARED] == 1 else inst
+    inst_eff = inst // max(1, desc[op, D_SHARED])
     rows = ext[d1]
     first_row = start[d1]
     addr0 = np.int64(base) + inst_eff * full1 * row_stride + first_row * row_stride
@@ -491,6 +529,9 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     tmp_start = np.zeros(3, np.int64)
     tmp_ext = np.zeros(3, np.int64)
 
+    cyclic = geo[G_MODE] == 1
+    tile_of = np.full(P, -1, np.int64)       # cyclic mode: the output tile each core works on
+    next_tile = np.zeros(1, np.int64)        # cyclic mode: the next tile to deal
     for c in range(P):
         nsteps[c] = core_step_count(geo, ranges, c)
         stats[c, S_FIRST_COMPUTE] = -1.0
@@ -505,7 +546,11 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
         step[c] = -1
         # find first needed step (advance)
         s = 0
-        while s < nsteps[c]:
+        if cyclic:
+            s, inst = _next_dealt_step(geo, tile_of, next_tile, c, 0, tmp_idx, tmp_start, tmp_ext)
+            if s < 0:
+                s = nsteps[c]
+        while s < nsteps[c] and not cyclic:
             inst = _decode_step(geo, ranges, c, s, tmp_idx, tmp_start, tmp_ext)
             if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
                 break
@@ -810,7 +855,11 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
                 prev_last_k[c] = _last_needed_k_tile(geo, start_cur[c, 0], ext_cur[c, 0])
                 # advance to the next needed step
                 s = step[c] + 1
-                while s < nsteps[c]:
+                if cyclic:
+                    s, inst = _next_dealt_step(geo, tile_of, next_tile, c, s, tmp_idx, tmp_start, tmp_ext)
+                    if s < 0:
+                        s = nsteps[c]
+                while s < nsteps[c] and not cyclic:
                     inst = _decode_step(geo, ranges, c, s, tmp_idx, tmp_start, tmp_ext)
                     if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
                         break

@@ -72,6 +72,9 @@ class TileProblem:
     b_fixed: int = 0
     c_fixed: int = 0
     b_shared: bool = False
+    # consecutive instances that read one copy of B (grouped-query attention run one query
+    # head per instance: the heads of a group read the same K/V); b_shared: all of them
+    b_share_group: int = 1
     reduction: bool = True
     has_b: bool = True
     causal: bool = False
@@ -210,6 +213,11 @@ def block_ranges(prob: TileProblem, part: tuple[int, int, int], unit_m: int = 1,
     return np.array(rows, dtype=np.int64)
 
 
+def b_copies_group(prob: TileProblem) -> int:
+    """Consecutive instances that read one copy of B."""
+    return max(1, prob.count) if prob.b_shared else max(1, prob.b_share_group)
+
+
 def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndarray:
     """Bytes of one operand over a (count, mm, nn, kk) sub-problem (or one tile)."""
     ext = {"m": np.asarray(mm, dtype=np.float64), "n": np.asarray(nn, dtype=np.float64),
@@ -222,7 +230,8 @@ def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndar
         n_el = n_el * ext[d]
     if fixed:
         n_el = n_el * fixed
-    inst = 1 if (which == "b" and prob.b_shared) else count
+    group = b_copies_group(prob) if which == "b" else 1
+    inst = count if group == 1 else np.ceil(np.asarray(count, dtype=np.float64) / group)
     return n_el * bpe * inst
 
 
