@@ -90,6 +90,22 @@ def test_split_kv_only_for_decode_on_the_h200(h200):
     assert lower_op(always, Attention("a", 1, 32, 8, 128, 16, 8192, causal=False), Options(), always.cores.count)[1]["kv_splits"] > 1
 
 
+def test_split_kv_runs_a_combine_kernel(h200):
+    """Split-KV attention is two kernels, as on the H200 (cuDNN's flash kernel, then its
+    lean_reduction_kernel): the second reads every split's fp32 partial row and its two
+    softmax statistics and writes the bf16 output once."""
+    op = Attention("a", 2, 32, 8, 128, 1, 8192, causal=False)
+    splits = lower_op(h200, op, Options(), h200.cores.count)[1]["kv_splits"]
+    r = simulate_op(h200, op)
+    combine = r.details["second_kernel"]
+    rows = op.batch * op.heads
+    assert combine["dram_read_bytes"] + combine["l2_hit_bytes"] == pytest.approx(splits * rows * (op.head_dim + 2) * 4, rel=0.02)
+    assert combine["dram_write_bytes"] == pytest.approx(rows * op.head_dim * 2, rel=0.02)
+    assert r.seconds > combine["seconds"] > 0
+    whole = lower_op(h200, Attention("a", 2, 32, 8, 128, 1, 64, causal=False), Options(), h200.cores.count)[1]
+    assert whole["kv_splits"] == 1 and "second_kernel" not in simulate_op(h200, Attention("a", 2, 32, 8, 128, 1, 64)).details
+
+
 def test_decode_gemv_streams_weights_near_the_measured_rate(h200):
     """A 3x28672x8192 bf16 GEMV (470 MB of weights) ran at 4.1 TB/s on the H200
     (validation/measurements: dev case, 114.6 us); the deep pipeline keeps enough bytes in

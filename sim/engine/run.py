@@ -330,6 +330,9 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
         if split > 1:
             res = _merge(res, simulate_op(chip, _split_k_reduction(op, split),
                                           Options(memory=options.memory, fidelity=options.fidelity)))
+        if info.get("kv_splits", 1) > 1:
+            res = _merge(res, simulate_op(chip, _split_kv_reduction(op, info["kv_splits"]),
+                                          Options(memory=options.memory, fidelity=options.fidelity)))
         if best is None or res.seconds < best.seconds:
             best = res
     return best
@@ -379,6 +382,18 @@ def _split_k_reduction(op, split: int) -> VectorOp:
     out_bytes = get_format(op.c_dtype).bytes_for(op.m * op.n) * op.count
     return VectorOp(f"{op.name}.split_k_reduce", "split_k_reduce", n_out, float(split),
                     read_bytes=split * n_out * 4, write_bytes=out_bytes)
+
+
+def _split_kv_reduction(op: Attention, splits: int) -> VectorOp:
+    """The second pass of a split-KV (flash-decoding) attention: each query row's
+    ``splits`` fp32 partial outputs, rescaled by their softmax maximum and sum, added up
+    (cuDNN's lean_reduction_kernel on the H200, [MB] kernel names)."""
+    from ..dtypes import get_format
+
+    rows = op.batch * op.heads * op.q_len
+    n_out = rows * op.head_dim
+    return VectorOp(f"{op.name}.split_kv_reduce", "split_kv_reduce", n_out, 2.0 * splits,
+                    read_bytes=splits * (n_out + 2 * rows) * 4, write_bytes=get_format(op.dtype).bytes_for(n_out))
 
 
 def _merge(a: OpResult, b: OpResult) -> OpResult:
