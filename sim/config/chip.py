@@ -171,6 +171,9 @@ class ArraySpec(_Spec):
     count: _int(1, 1 << 20) = 1
     macs_per_pe_per_cycle: dict[RateClass, _num(gt=0, le=1e6)] = Field(min_length=1)  # type: ignore[valid-type]
     sparsity_2_4: Flag = False
+    # dense-equivalent speedup of the 2:4 units over dense work: 2 in hardware (half the
+    # MACs skipped); what a library's sparse kernels reach may be less (microbenchmarked)
+    sparse_2_4_speedup: _num(ge=1, le=2) = 2.0
     dataflows: Annotated[tuple[Dataflow, ...], NonEmpty] = DATAFLOWS  # type: ignore[valid-type]
     default_dataflow: Optional[Dataflow] = Field(default=None, validate_default=True)  # type: ignore[valid-type]
     register_file_bytes_per_pe: _int(0, 1 << 20) = 0
@@ -222,9 +225,9 @@ class ArraySpec(_Spec):
 
     def macs_per_cycle(self, rate_class: str, sparse: bool = False) -> float:
         """MACs per cycle of all ``count`` copies (dense-equivalent MACs when ``sparse``:
-        2:4 units skip the zero half, so they complete twice the dense MACs per cycle)."""
+        2:4 units skip the zero half, so they complete up to twice the dense MACs per cycle)."""
         rate, _ = self.rate_for(rate_class)
-        factor = 2.0 if (sparse and self.sparsity_2_4) else 1.0
+        factor = self.sparse_2_4_speedup if (sparse and self.sparsity_2_4) else 1.0
         return self.count * self.pes * rate * factor
 
 
@@ -656,6 +659,11 @@ class MappingSpec(_Spec):
     attention_gqa_packing: Literal["always", "decode", "never"] = "always"
     # cores per multicast cluster of the library's attention kernel (None: cluster_size)
     attention_cluster_size: Optional[_int(1, 64)] = None
+    # a kernel computes every tile at its full shape, however few of its rows, columns or
+    # k elements are valid (GPU kernels issue MMA instructions of the tile's shape, the
+    # missing operand elements zero-filled): edge tiles cost a full tile's compute, and a
+    # library kernel whose tile is larger than the problem computes the padded tile
+    pad_edge_tiles: Flag = False
     # fixed time a library GEMM or attention kernel spends outside its tile loop (kernel
     # parameters and TMA descriptors fetched, barriers set up, the epilogue's stores
     # drained before exit), on top of a minimal kernel's launch; microbenchmarked

@@ -64,6 +64,7 @@ class Options:
     array: str | None = None
     row_length: int | None = None
     tiles: tuple[int, int, int] | None = None   # force (m, n, k) tiles (a library's only kernel)
+    split_k: tuple[int, ...] | None = None      # the split-K factors allowed (None: the chip's menu)
     fidelity: str = "high"                      # high | fast: how much of a large problem is simulated
 
     def __post_init__(self) -> None:
@@ -129,6 +130,7 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
     info = {"kind": "gemm", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
             "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
             "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "sparse_2_4_units_used": choice.sparse_2_4,
+            "sparse_speedup": choice.sparse_speedup if choice.sparse_2_4 else 1.0,
             "k_per_pe_cycle": choice.k_per_pe_cycle, "array_split": split,
             "row_length": getattr(df, "row_length", None)}
     return prob, info
@@ -251,6 +253,7 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
     if ms.cluster_arrays is not None and array not in ms.cluster_arrays:
         cluster = 1
     prob.cluster = cluster
+    prob.pad_edge_tiles = bool(ms.pad_edge_tiles)
     if kind == "gemm" and ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
         prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
         prob.max_stages = ms.pipeline_max_stages
@@ -271,7 +274,8 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
             prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
     elif kind == "attention" and array in ms.attention_tiles:
         q_rows, kv_rows = ms.attention_tiles[array]
-        prob.fixed_tiles = (min(q_rows, prob.m), 1, min(kv_rows, prob.k))
+        prob.fixed_tiles = ((q_rows, 1, kv_rows) if prob.pad_edge_tiles
+                            else (min(q_rows, prob.m), 1, min(kv_rows, prob.k)))
     elif kind == "attention":
         # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
         prob.tile_menu_m = ms.tile_m
@@ -286,7 +290,8 @@ def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
         prob, info = gemm_problem(chip, op, opts)
         prob = apply_library_constraints(chip, prob, "gemm", info.get("array"))
         if opts.tiles is not None:
-            prob.fixed_tiles = tuple(min(t, d) for t, d in zip(opts.tiles, (prob.m, prob.n, prob.k)))
+            prob.fixed_tiles = (tuple(opts.tiles) if prob.pad_edge_tiles
+                                else tuple(min(t, d) for t, d in zip(opts.tiles, (prob.m, prob.n, prob.k))))
         return prob, info
     if isinstance(op, Conv2d):
         prob, info = gemm_problem(chip, op.as_gemm(), opts)
@@ -467,12 +472,13 @@ def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
     def row(mm, nn, kk):
         # the 8 (full/edge m, k, n) tile shapes, evaluated in one vectorised call
         sms, sns, sks = [], [], []
+        pad = prob.pad_edge_tiles   # edge tiles computed at the full tile's shape
         for em in (0, 1):
             for ek in (0, 1):
                 for en in (0, 1):
-                    sms.append(mapping.tile_m if em == 0 else (mm % mapping.tile_m or mapping.tile_m))
-                    sns.append(mapping.tile_n if en == 0 else (nn % mapping.tile_n or mapping.tile_n))
-                    sks.append(mapping.tile_k if ek == 0 else (kk % mapping.tile_k or mapping.tile_k))
+                    sms.append(mapping.tile_m if em == 0 or pad else (mm % mapping.tile_m or mapping.tile_m))
+                    sns.append(mapping.tile_n if en == 0 or pad else (nn % mapping.tile_n or mapping.tile_n))
+                    sks.append(mapping.tile_k if ek == 0 or pad else (kk % mapping.tile_k or mapping.tile_k))
         shapes = (np.array(sms), np.array(sns), np.array(sks))
         step = np.asarray(prob.cycles_fn(*shapes), dtype=np.float64)
         tail = np.asarray(prob.tail_fn(*shapes), dtype=np.float64) if prob.tail_fn is not None else np.zeros(8)

@@ -307,7 +307,7 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     ms = getattr(chip, "mapping", None)
     fid = FIDELITY[options.fidelity]
     top = min(ms.refine_candidates, fid["refine"]) if (ms is not None and not ideal) else 1
-    cands = _candidates(chip, prob, info, cores, budget, top, ideal)
+    cands = _candidates(chip, prob, info, cores, budget, top, ideal, options.split_k)
     if len(cands) > fid["refine_large"] and _extrapolation_plan(chip, cands[0][1], cands[0][2], ideal,
                                                                 options.fidelity) is not None:
         cands = cands[:fid["refine_large"]]  # large problems: fewer candidates, each is costly to simulate
@@ -338,7 +338,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     return best
 
 
-def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: int, ideal: bool):
+def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: int, ideal: bool,
+                split_menu: tuple[int, ...] | None = None):
     """(estimate, problem, mapping, split-K factor) of the best ``top`` mappings.
 
     GEMMs may split k from the chip's ``split_k`` menu: S slices of k run as S times as
@@ -347,7 +348,7 @@ def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: in
     ms = getattr(chip, "mapping", None)
     menu = (1,)
     if ms is not None and info.get("kind") == "gemm" and not ideal:
-        menu = tuple(ms.array_split_k.get(info.get("array"), ms.split_k))
+        menu = tuple(split_menu or ms.array_split_k.get(info.get("array"), ms.split_k))
     out = []
     error = None
     for S in sorted(set(menu)):
@@ -446,7 +447,7 @@ def _result(chip, op, prob: TileProblem, mapping: Mapping, info: dict, run: dict
     if rate is not None and macs:
         sparse = bool(info.get("sparse_2_4_units_used"))
         peak_macs = _peak_macs(chip, info)
-        compute_bound = macs / peak_macs / (2.0 if sparse else 1.0)
+        compute_bound = macs / peak_macs / (info.get("sparse_speedup", 2.0) if sparse else 1.0)
     else:
         peak_macs = 0.0
         compute_bound = 0.0
@@ -546,7 +547,7 @@ def _energy(chip, op, info, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram
     out: dict[str, float] = {}
     rate = info.get("rate_class")
     if macs and rate:
-        eff_macs = macs / (2.0 if info.get("sparse_2_4_units_used") else 1.0)
+        eff_macs = macs / (info.get("sparse_speedup", 2.0) if info.get("sparse_2_4_units_used") else 1.0)
         out["mac"] = eff_macs * E.mac_pj(chip, rate)
     vec_ops = flops if info.get("kind") == "vector" else (
         float(op.batch * op.heads * op.scored_pairs() * 5) if isinstance(op, Attention) else 0.0)

@@ -30,10 +30,11 @@ class ArrayChoice:
     sparse_2_4: bool             # 2:4 units used for this op
     dataflow: str
     fold_overlap: bool = False   # next fold's stationary operand loads during the current fold
+    sparse_speedup: float = 2.0  # dense-equivalent MACs per MAC slot when sparse_2_4
 
     @property
     def k_per_pe_cycle(self) -> float:
-        return self.macs_per_pe_per_cycle * (2.0 if self.sparse_2_4 else 1.0)
+        return self.macs_per_pe_per_cycle * (self.sparse_speedup if self.sparse_2_4 else 1.0)
 
     def peak_macs_per_cycle_per_core(self) -> float:
         return self.rows * self.cols * self.count * self.k_per_pe_cycle
@@ -71,7 +72,7 @@ def choose_array(chip, rate_class: str, sparse_2_4: bool = False, dataflow: str 
             continue
         sp = bool(sparse_2_4 and arr.sparsity_2_4)
         cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df,
-                           bool(getattr(arr, "fold_overlap", False)))
+                           bool(getattr(arr, "fold_overlap", False)), float(getattr(arr, "sparse_2_4_speedup", 2.0)))
         if best is None or cand.peak_macs_per_cycle_per_core() > best.peak_macs_per_cycle_per_core():
             best = cand
     if best is None:

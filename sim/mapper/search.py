@@ -104,6 +104,8 @@ class TileProblem:
     tile_kernels: tuple[tuple[int, int, int], ...] | None = None
     # DRAM requests one core keeps in flight for this kernel (0: the chip's)
     max_outstanding: int = 0
+    # edge tiles (and tiles larger than the problem) cost a full tile's compute
+    pad_edge_tiles: bool = False
     macs: int = 0
     flops: float = 0.0
 
@@ -295,7 +297,8 @@ def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
     for dim_size, t in ((mm, mt), (nn, nt), (kk, kt)):
         full = np.floor(dim_size / t)
         edge = dim_size - full * t
-        parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), np.where(edge > 0, edge, t))))
+        edge_size = t if prob.pad_edge_tiles else np.where(edge > 0, edge, t)
+        parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), edge_size)))
     k_edge = parts[2][1][0]
     last_k = (1.0 - k_edge, k_edge)   # which k part holds an output tile's last step
     # the 8 (full/edge m, n, k) tile shapes in one vectorised call (stacked on axis 0)
@@ -364,7 +367,8 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     if prob.tile_kernels and prob.fixed_tiles is None:
         # a fixed kernel list: its tiles (a dim shorter than a tile runs padded) and stages
-        kern = [(min(prob.m, a), min(prob.n, b), st) for a, b, st in prob.tile_kernels]
+        kern = [(a, b, st) if prob.pad_edge_tiles else (min(prob.m, a), min(prob.n, b), st)
+                for a, b, st in prob.tile_kernels]
         kern = [(a, b, kk, st) for a, b, st in dict.fromkeys(kern) for kk in k_c]
         MT, NT, KT, buffers = (np.array(col, dtype=np.int64) for col in zip(*kern))
     else:
