@@ -548,6 +548,7 @@ def test_cluster_arrays_must_name_arrays_of_the_chip():
     ("array_kernels", '{"tensor_corez": [[64, 64, 6]]}', "mapping.array_kernels.tensor_corez"),
     ("array_split_k", '{"tensor_corez": [1]}', "mapping.array_split_k.tensor_corez"),
     ("array_outstanding_requests", '{"tensor_corez": 1024}', "mapping.array_outstanding_requests.tensor_corez"),
+    ("attention_tiles", '{"tensor_corez": [128, 128]}', "mapping.attention_tiles.tensor_corez"),
 ])
 def test_library_array_lists_must_name_arrays_of_the_chip(key, value, path):
     with pytest.raises(ConfigError) as exc:
@@ -560,3 +561,9 @@ def test_library_kernel_entries_are_checked():
         load_chip("h200_sxm", overrides=['mapping.array_kernels={"tensor_cores_sm80": [[64, 0, 6]]}'])
     with pytest.raises(ConfigError, match="mapping.attention_split_kv"):
         load_chip("h200_sxm", overrides=["mapping.attention_split_kv=never"])
+    with pytest.raises(ConfigError, match="mapping.attention_gqa_packing"):
+        load_chip("h200_sxm", overrides=["mapping.attention_gqa_packing=sometimes"])
+    with pytest.raises(ConfigError, match="mapping.attention_tiles"):
+        load_chip("h200_sxm", overrides=['mapping.attention_tiles={"tensor_cores": [128]}'])
+    with pytest.raises(ConfigError, match="sparse_2_4_speedup"):
+        load_chip("h200_sxm", overrides=["cores.arrays.tensor_cores.sparse_2_4_speedup=3"])
