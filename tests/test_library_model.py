@@ -246,3 +246,14 @@ def test_query_heads_without_gqa_packing_read_one_copy_of_kv():
     assert b.dram_read_bytes + b.l2_hit_bytes == pytest.approx(group * (a.dram_read_bytes + a.l2_hit_bytes), rel=0.05)
     assert a.mapping["compute"]["query_rows_per_instance"] == op.q_len * group
     assert b.mapping["compute"]["query_rows_per_instance"] == op.q_len
+
+
+def test_wide_heads_take_a_smaller_attention_tile(h200):
+    """A head dim of 256 does not fit cuDNN's 128x128 tile in one SM's memory: the tile is
+    halved (keys first) until it fits, instead of failing."""
+    wide = simulate_op(h200, Attention("a", 2, 16, 16, 256, 512, 512, causal=True, fused=True))
+    assert wide.mapping["tile_m"] <= 128 and wide.mapping["tile_k"] <= 128
+    assert wide.mapping["tile_m"] * wide.mapping["tile_k"] < 128 * 128
+    assert wide.mapping["sram_bytes"] <= wide.mapping["sram_capacity_bytes"]
+    usual = simulate_op(h200, Attention("a", 2, 16, 16, 128, 512, 512, causal=True, fused=True))
+    assert (usual.mapping["tile_m"], usual.mapping["tile_k"]) == (128, 128)

@@ -273,7 +273,7 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
             narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
             prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
     elif kind == "attention" and array in ms.attention_tiles:
-        q_rows, kv_rows = ms.attention_tiles[array]
+        q_rows, kv_rows = _fitting_attention_tile(chip, prob, *ms.attention_tiles[array])
         prob.fixed_tiles = ((q_rows, 1, kv_rows) if prob.pad_edge_tiles
                             else (min(q_rows, prob.m), 1, min(kv_rows, prob.k)))
     elif kind == "attention":
@@ -283,6 +283,24 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
             kv = tuple(t for t in ms.tile_n if t >= 64)
             prob.tile_menu_k = kv or None
     return prob
+
+
+def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
+    """The library's attention tile, or - where its buffers do not fit the core's SRAM
+    (a large head dim) - the tile halved, keys first, as FlashAttention's kernels take
+    smaller blocks for wider heads."""
+    from ..mapper.search import tile_sram_bytes
+
+    budget = memory_budget(chip, False)
+    stages = prob.stages or budget.buffers
+    while True:
+        a, b, c = tile_sram_bytes(prob, q_rows, 1, kv_rows, stages)
+        if float(a + b + c) <= budget.sram_bytes or (q_rows <= 16 and kv_rows <= 16):
+            return q_rows, kv_rows
+        if kv_rows > 16 and kv_rows >= q_rows:
+            kv_rows //= 2
+        else:
+            q_rows //= 2
 
 
 def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
