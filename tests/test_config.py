@@ -561,6 +561,8 @@ def test_library_kernel_entries_are_checked():
         load_chip("h200_sxm", overrides=['mapping.array_kernels={"tensor_cores_sm80": [[64, 0, 6]]}'])
     with pytest.raises(ConfigError, match="mapping.attention_split_kv"):
         load_chip("h200_sxm", overrides=["mapping.attention_split_kv=never"])
+    with pytest.raises(ConfigError, match="mapping.array_kernels.cuda_cores.0"):
+        load_chip("h200_sxm", overrides=['mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 1]]}'])
     with pytest.raises(ConfigError, match="mapping.attention_gqa_packing"):
         load_chip("h200_sxm", overrides=["mapping.attention_gqa_packing=sometimes"])
     with pytest.raises(ConfigError, match="mapping.attention_tiles"):

@@ -231,11 +231,11 @@ def test_causal_tiles_are_dealt_to_whichever_core_frees_first(h200):
 
 def test_query_heads_without_gqa_packing_read_one_copy_of_kv():
     """A short query (16 rows, 8 heads per KV head): packed, one 128-row block holds the
-    group's rows and reads K/V once; one query head per block (FlashAttention-2's grid),
-    the group's 8 blocks each read it - the same DRAM bytes (they share it through the
-    chip-level cache) but 8x the cache reads."""
-    packed = load_chip("h200_sxm")
-    per_head = load_chip("h200_sxm", overrides=["mapping.attention_gqa_packing=never"])
+    group's rows and reads K/V once; one query head per block (cuDNN's and FlashAttention's
+    grid), the group's 8 blocks each read it - the same DRAM bytes (they share it through
+    the chip-level cache) but 8x the cache reads."""
+    packed = load_chip("h200_sxm", overrides=["mapping.attention_gqa_packing=always"])
+    per_head = load_chip("h200_sxm")     # the H200's cuDNN: one head per block beyond decode
     op = Attention("a", 1, 32, 4, 128, 16, 4096, causal=False, fused=True)
     a, b = simulate_op(packed, op), simulate_op(per_head, op)
     kv_bytes = 2 * op.batch * op.kv_heads * op.kv_len * op.head_dim * 2
@@ -257,3 +257,22 @@ def test_wide_heads_take_a_smaller_attention_tile(h200):
     assert wide.mapping["sram_bytes"] <= wide.mapping["sram_capacity_bytes"]
     usual = simulate_op(h200, Attention("a", 2, 16, 16, 128, 512, 512, causal=True, fused=True))
     assert (usual.mapping["tile_m"], usual.mapping["tile_k"]) == (128, 128)
+
+
+def test_small_simt_blocks_share_an_sm():
+    """A 64-thread fp32 block (CUTLASS's 2-warp SIMT kernels) issues on half of an SM's 128
+    lanes: alone it computes at half the SM's rate, and two of them share an SM, so a
+    problem with thousands of blocks runs about as fast as with 128-thread blocks."""
+    def chip(threads):
+        return load_chip("h200_sxm", overrides=[f'mapping.array_kernels={{"cuda_cores": [[32, 32, 3, {threads}]]}}'])
+
+    half, whole = chip(64), chip(128)
+    lone = Gemm("g", 32, 4096, 32, dtype="fp32")
+    one = Options(split_k=(1,))
+    a, b = simulate_op(half, lone, one), simulate_op(whole, lone, one)
+    assert a.compute_cycles == pytest.approx(2 * b.compute_cycles, rel=0.02)
+    assert a.mapping["cores_used"] == 1 and b.mapping["cores_used"] == 1
+    many = Gemm("g", 2048, 512, 2048, dtype="fp32")
+    a, b = simulate_op(half, many), simulate_op(whole, many)
+    assert a.mapping["cores_used"] == 2 * half.cores.count
+    assert a.seconds == pytest.approx(b.seconds, rel=0.15)

@@ -627,8 +627,13 @@ class MappingSpec(_Spec):
     tile_max_elements: Optional[_int(1, 1 << 40)] = None
     tile_rule_arrays: Optional[tuple[str, ...]] = None
     # GEMM kernels of a library path bound to one array, by array name: the only
-    # (tile_m, tile_n, smem stages) it offers, and its split-K factors (default split_k)
-    array_kernels: dict[str, tuple[tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64)], ...]] = {}
+    # (tile_m, tile_n, smem stages) it offers, and its split-K factors (default split_k).
+    # An optional fourth value is the kernel's threads per block on an array of one lane
+    # per PE (SIMT): a block of fewer threads than the array has PEs uses only that share
+    # of it, and as many such blocks as fit share the core at once
+    array_kernels: dict[str, tuple[Union[tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64)],
+                                         tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64), _int(1, 1 << 20)]],
+                                   ...]] = {}
     array_split_k: dict[str, tuple[_int(1, 1024), ...]] = {}
     # DRAM requests one core keeps in flight in that path's kernels, by array name (default:
     # the DRAM level's max_outstanding_requests_per_core; e.g. cp.async loads vs TMA)

@@ -14,6 +14,8 @@ copy           source rows (m)              -                     destination ro
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass
 
@@ -23,7 +25,7 @@ from ..dataflow import get_dataflow
 from ..dtypes import get_format, sparse_2_4_bytes
 from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
-from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, gemm_tile_cycles, special_cycles,
+from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                               vector_cycles)
 from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
@@ -258,7 +260,9 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
         prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
         prob.max_stages = ms.pipeline_max_stages
     if kind == "gemm" and array in ms.array_kernels:
-        prob.tile_kernels = tuple(tuple(t) for t in ms.array_kernels[array])
+        kernels = ms.array_kernels[array]
+        prob.tile_kernels = tuple(tuple(t[:3]) for t in kernels)
+        prob.tile_kernel_threads = tuple(t[3] if len(t) > 3 else 0 for t in kernels)
     if kind == "gemm" and array in ms.array_outstanding_requests:
         prob.max_outstanding = ms.array_outstanding_requests[array]
     if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
@@ -338,6 +342,31 @@ def raster_group(cores: int) -> int:
     return max(1, int(round(math.sqrt(max(1, cores)))))
 
 
+def blocks_sharing_cores(prob: TileProblem, lanes: int) -> list[tuple[TileProblem, int]]:
+    """A problem per group of the library's kernels that share a core the same way:
+    (problem, blocks per core).  A SIMT kernel whose blocks have fewer threads than the
+    array has lanes runs several blocks on one core, each at that share of its rate; the
+    others (and problems without per-kernel threads) use the whole core."""
+    threads = prob.tile_kernel_threads
+    if not prob.tile_kernels or not threads or not any(threads):
+        return [(prob, 1)]
+    groups: dict[int, list] = {}
+    for kern, thr in zip(prob.tile_kernels, threads):
+        f = max(1, lanes // thr) if thr else 1
+        groups.setdefault(f, []).append(kern)
+    out = []
+    for f, kernels in sorted(groups.items()):
+        if f == 1:
+            out.append((dataclasses.replace(prob, tile_kernels=tuple(kernels), tile_kernel_threads=None), 1))
+            continue
+        step, tail = prob.cycles_fn, prob.tail_fn
+        out.append((dataclasses.replace(
+            prob, tile_kernels=tuple(kernels), tile_kernel_threads=None, blocks_per_core=f,
+            cycles_fn=lambda mt, nt, kt, _s=step, _f=f: _s(mt, nt, kt) * _f,
+            tail_fn=None if tail is None else (lambda mt, nt, kt, _t=tail, _f=f: _t(mt, nt, kt) * _f)), f))
+    return out
+
+
 def memory_budget(chip, ideal: bool) -> MemoryBudget:
     """Per-core tile buffer (the outermost core-scope SRAM, which DMA fills), its port,
     and the chip-level bandwidths."""
@@ -413,7 +442,8 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
     geo[K.G_CLUSTER] = max(1, prob.cluster)
     dram = chip.memory.dram
-    geo[K.G_OUTSTANDING] = prob.max_outstanding or dram.max_outstanding_requests_per_core
+    geo[K.G_OUTSTANDING] = max(1, (prob.max_outstanding or dram.max_outstanding_requests_per_core)
+                               // max(1, prob.blocks_per_core))
     geo[K.G_GRAN] = dram.access_bytes
     geo[K.G_INTERLEAVE] = dram.interleave_bytes
     geo[K.G_STAGES] = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
@@ -464,7 +494,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     fp[K.F_L2_SET_BYTES] = l2_set_bytes
     fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
     buf = chip.memory.core_srams[-1]
-    fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle
+    fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle / max(1, prob.blocks_per_core)
     if l2_levels:
         fp[K.F_L2_BYTES_PER_CYCLE] = sum(s.bytes_per_cycle for s in l2_levels)
         fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)

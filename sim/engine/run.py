@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import hashlib
 import math
 from collections import OrderedDict
@@ -29,7 +30,7 @@ from ..mapper.search import Mapping, TileProblem, footprint_bytes, search, searc
 from ..memory.dram import DramParams
 from ..results import OpResult
 from ..workload.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp, op_min_dram_bytes
-from .lower import FIDELITY, Options, kernel_arrays, lower_op, memory_budget, operand_bases
+from .lower import FIDELITY, Options, blocks_sharing_cores, kernel_arrays, lower_op, memory_budget, operand_bases
 
 #: False simulates every problem in full (tests compare extrapolation against that)
 EXTRAPOLATE = True
@@ -351,13 +352,17 @@ def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: in
         menu = tuple(split_menu or ms.array_split_k.get(info.get("array"), ms.split_k))
     out = []
     error = None
-    for S in sorted(set(menu)):
+    lanes = int(info.get("rows", 1) * info.get("cols", 1) * info.get("arrays_per_core", 1))
+    for (group, blocks), S in itertools.product(blocks_sharing_cores(prob, lanes), sorted(set(menu))):
         if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)):
             continue
-        p = prob if S == 1 else dataclasses.replace(prob, count=prob.count * S, k=-(-prob.k // S),
-                                                     layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
+        p = group if S == 1 else dataclasses.replace(group, count=prob.count * S, k=-(-prob.k // S),
+                                                      layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
+        share = budget if blocks == 1 else dataclasses.replace(
+            budget, sram_bytes=budget.sram_bytes / blocks, port_bytes_per_cycle=budget.port_bytes_per_cycle / blocks,
+            partition=None if budget.partition is None else tuple(x / blocks for x in budget.partition))
         try:
-            maps = search_top(p, cores, budget, top)
+            maps = search_top(p, cores * blocks, share, top)
         except MappingError as exc:
             error = exc
             continue

@@ -102,6 +102,12 @@ class TileProblem:
     tile_max_elements: int = 0
     # the library's kernels as (tile_m, tile_n, smem stages): only these tiles are tried
     tile_kernels: tuple[tuple[int, int, int], ...] | None = None
+    # threads per block of each of tile_kernels (0: the block uses the whole core)
+    tile_kernel_threads: tuple[int, ...] | None = None
+    # blocks sharing one core at once (SIMT kernels whose blocks have fewer threads than the
+    # array has lanes): the engine runs cores x blocks_per_core block slots, each with this
+    # share of the core's compute rate, fill port and request window
+    blocks_per_core: int = 1
     # DRAM requests one core keeps in flight for this kernel (0: the chip's)
     max_outstanding: int = 0
     # edge tiles (and tiles larger than the problem) cost a full tile's compute
