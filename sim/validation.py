@@ -266,6 +266,9 @@ def predict(chip, case: Case) -> dict[str, Any]:
         kernels += 1 + (1 if "second_kernel" in r.details else 0)
         bounds.append(r.bound)
     overhead = chip.runtime.event_timing_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
+    if case.kind == "copy" and chip.runtime is not None:
+        # a copy case is one cudaMemcpy: its runtime's tail handling (microbenchmarked)
+        overhead += chip.runtime.memcpy_extra_ns(case.get("bytes")) * 1e-9
     pred_ms = (total + overhead) * 1e3
     return {"predicted_ms": pred_ms, "kernels": kernels, "bound": max(set(bounds), key=bounds.count) if bounds else ""}
 
