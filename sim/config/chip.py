@@ -618,7 +618,7 @@ class MappingSpec(_Spec):
     ``tile_m``/``tile_n``: allowed tile sizes along m and n; ``tile_k_bytes``: the k tile
     in bytes of the A operand (128 -> 64 bf16 or 128 fp8 elements); ``split_k``: allowed
     split-K factors (partial sums reduced by a second pass); ``distribution``: how work is
-    spread over cores (``cyclic`` deals output tiles round-robin like thread blocks).
+    spread over cores (``cyclic`` deals output tiles like thread blocks: each core that finishes takes the next).
     """
 
     distribution: Literal["any", "block", "cyclic"] = "any"

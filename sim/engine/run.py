@@ -146,7 +146,7 @@ def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[s
     out: dict[str, tuple[int, int]] = {}
     if mapping.distribution == "cyclic":
         # whole instances (every instance has the same tiles, causal or not), in groups
-        # that add whole waves so the tiles keep their cores
+        # that add whole waves, so the dealing pattern repeats from one group to the next
         per_inst = math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
         group = max(1, mapping.cores_used // math.gcd(mapping.cores_used, per_inst))
         if prob.count // group >= 4 * MIN_SAMPLE_ROUNDS[1]:

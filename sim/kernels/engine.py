@@ -35,7 +35,7 @@ from .dram import _slots_fill, _slots_wait, dram_access, dram_chunk_bytes
 from .jit import kernel
 
 # ---- geometry (int64) ------------------------------------------------------------------
-G_MODE = 0          # 0 = block (each core owns a sub-problem), 1 = cyclic (output tiles dealt round-robin)
+G_MODE = 0          # 0 = block (each core owns a sub-problem), 1 = cyclic (output tiles dealt to whichever core frees first)
 G_P = 1             # active cores
 G_COUNT = 2         # independent instances (batched GEMM count, batch x kv heads, ...)
 G_M = 3

@@ -6,9 +6,9 @@ k when ``reduction``).  For a problem the mapper chooses, within the per-core SR
 buffering included):
 
 * how the work is split over cores: ``block`` (each core owns a contiguous sub-problem,
-  split over instances, m and/or n) or ``cyclic`` (output tiles dealt round-robin to the
-  cores, as a GPU deals thread blocks to SMs - tiles that run at the same time share
-  fetches through the chip-level cache);
+  split over instances, m and/or n) or ``cyclic`` (output tiles dealt in order to
+  whichever core frees first, as a GPU deals thread blocks to SMs - tiles that run at the
+  same time share fetches through the chip-level cache);
 * the tile sizes (m, n, k) and the loop order of the three tile loops.
 
 Candidates are ranked by an analytic estimate - compute cycles from the dataflow's
@@ -453,7 +453,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
                 if best is None or cand < best[0]:
                     best = entry
 
-    # ---- cyclic distribution (k innermost, output tiles dealt round-robin)
+    # ---- cyclic distribution (k innermost, output tiles dealt in order as cores free up)
     if allow_cyclic and prob.distribution != "block" and (cores > 1 or best is None):
         tm_ = np.ceil(prob.m / MT)
         tn_ = np.ceil(prob.n / NT)
