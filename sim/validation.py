@@ -150,9 +150,12 @@ def _gemm_ops(case: Case):
     d = case.dtype
     if d in ("bf16", "fp16"):
         if k % TMA_ALIGN_ELEMENTS or n % TMA_ALIGN_ELEMENTS:
-            # Hopper's TMA needs 16-byte aligned row strides; cuBLAS then runs sm80/sm75
-            # mma.sync kernels (kernel names in validation/measurements/h200_case_stats.csv)
-            return [(Gemm("gemm", m, k, n, dtype=d), Options(array="tensor_cores_sm80"))]
+            # Hopper's TMA needs 16-byte aligned row strides; cuBLAS then runs mma.sync
+            # kernels with element-aligned loads: *_align2 CUTLASS sm80 kernels for even
+            # strides, *_align1 sm75 kernels for odd ones (kernel names in
+            # validation/measurements/h200_case_stats.csv and h200_micro_misaligned_stats.csv)
+            path = "tensor_cores_align1" if (k % 2 or n % 2) else "tensor_cores_align2"
+            return [(Gemm("gemm", m, k, n, dtype=d), Options(array=path))]
         return [(Gemm("gemm", m, k, n, dtype=d), Options())]
     if d == "fp32":
         return [(Gemm("gemm", m, k, n, dtype="fp32"), Options())]

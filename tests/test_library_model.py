@@ -294,3 +294,20 @@ def test_unaligned_large_memcpy_pays_its_tail(h200):
     for base in (2097152, 8388608, 33554432):
         measured = rows[base + 512] - rows[base]
         assert ms(base + 512) - ms(base) == pytest.approx(measured, abs=5e-4)
+
+
+def test_misaligned_gemms_run_the_element_aligned_paths(h200):
+    """Row strides that break TMA's 16-byte alignment send cuBLAS to mma.sync kernels with
+    element-aligned loads: align2 for even strides, align1 for odd ones (kernel names in
+    h200_micro_misaligned_stats.csv). Their rates come from the largest of those cases, so
+    the model reproduces those within a few percent, and an aligned GEMM stays on wgmma."""
+    from sim.validation import Case, _gemm_ops, predict
+
+    stats = ROOT / "validation" / "measurements" / "h200_micro_misaligned_stats.csv"
+    rows = {(int(float(r["m"])), int(float(r["k"])), int(float(r["n"]))): r for r in csv.DictReader(stats.open())}
+    for k, path, kernel in ((16386, "tensor_cores_align2", "align2"), (16383, "tensor_cores_align1", "align1")):
+        case = Case(0, "gemm", "bf16", {"m": 2048, "k": k, "n": 2048}, float(rows[2048, k, 2048]["median_ms"]))
+        assert kernel in rows[2048, k, 2048]["kernels"]
+        assert _gemm_ops(case)[0][1].array == path
+        assert predict(h200, case)["predicted_ms"] == pytest.approx(case.measured_ms, rel=0.1)
+    assert _gemm_ops(Case(0, "gemm", "bf16", {"m": 2048, "k": 16384, "n": 2048}, None))[0][1].array is None
