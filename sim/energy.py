@@ -155,6 +155,8 @@ def chip_area_mm2(chip) -> dict:
     scale = (node / REFERENCE_NODE_NM) ** 2 if node else 1.0
     macs = 0.0
     for arr in chip.cores.arrays:
+        if getattr(arr, "same_units_as", None):
+            continue   # another library path onto units already counted
         pes = arr.rows * arr.cols * arr.count * chip.cores.count
         per_pe = 0.0
         for cls, rate in arr.macs_per_pe_per_cycle.items():
@@ -188,7 +190,8 @@ def area_report(chip) -> dict:
     """Area of a design point in mm² (MACs, SRAM, other, total) plus what it is built of:
     PEs, on-chip SRAM (MiB) and the per-unit areas used (µm² per MAC, mm² per MiB)."""
     a = chip_area_mm2(chip)
-    pes = sum(arr.rows * arr.cols * arr.count for arr in chip.cores.arrays) * chip.cores.count
+    pes = sum(arr.rows * arr.cols * arr.count for arr in chip.cores.arrays
+              if not getattr(arr, "same_units_as", None)) * chip.cores.count
     sram_mib = (sum(lvl.capacity_bytes for lvl in chip.memory.core_srams) * chip.cores.count
                 + sum(lvl.capacity_bytes for lvl in chip.memory.chip_srams)) / 2**20
     return {"area_mm2": a["total_mm2"], "mac_area_mm2": a["mac_mm2"], "sram_area_mm2": a["sram_mm2"],

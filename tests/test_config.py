@@ -569,3 +569,16 @@ def test_library_kernel_entries_are_checked():
         load_chip("h200_sxm", overrides=['mapping.attention_tiles={"tensor_cores": [128]}'])
     with pytest.raises(ConfigError, match="sparse_2_4_speedup"):
         load_chip("h200_sxm", overrides=["cores.arrays.tensor_cores.sparse_2_4_speedup=3"])
+
+
+def test_arrays_that_are_another_path_onto_the_same_units_add_no_area():
+    from sim.energy import area_report
+
+    chip = load_chip("h200_sxm")
+    shared = [a for a in chip.cores.arrays if a.same_units_as]
+    assert {a.same_units_as for a in shared} == {"tensor_cores"}
+    own = [a for a in chip.cores.arrays if not a.same_units_as]
+    assert area_report(chip)["pes"] == sum(a.rows * a.cols * a.count for a in own) * chip.cores.count
+    with pytest.raises(ConfigError) as exc:
+        load_chip("h200_sxm", overrides=["cores.arrays.tensor_cores_sm80.same_units_as=tensor_corez"])
+    assert "same_units_as" in str(exc.value) and "tensor_corez" in str(exc.value)

@@ -174,6 +174,9 @@ class ArraySpec(_Spec):
     # dense-equivalent speedup of the 2:4 units over dense work: 2 in hardware (half the
     # MACs skipped); what a library's sparse kernels reach may be less (microbenchmarked)
     sparse_2_4_speedup: _num(ge=1, le=2) = 2.0
+    # the name of another array whose units this one is (the same tensor cores driven by
+    # another library path, e.g. mma.sync instead of wgmma): it adds no area or PEs
+    same_units_as: Optional[Name] = None
     dataflows: Annotated[tuple[Dataflow, ...], NonEmpty] = DATAFLOWS  # type: ignore[valid-type]
     default_dataflow: Optional[Dataflow] = Field(default=None, validate_default=True)  # type: ignore[valid-type]
     register_file_bytes_per_pe: _int(0, 1 << 20) = 0
@@ -721,6 +724,10 @@ class ChipSpec(_Spec):
             problems += [(("mapping", key, n if isinstance(listed, dict) else i),
                           f"no array named '{n}' (arrays: {', '.join(names)})", n)
                          for i, n in enumerate(listed or ()) if n not in names]
+        problems += [(("cores", "arrays", i, "same_units_as"), f"no array named '{a.same_units_as}' "
+                      f"(arrays: {', '.join(names)})", a.same_units_as)
+                     for i, a in enumerate(self.cores.arrays)
+                     if a.same_units_as is not None and (a.same_units_as not in names or a.same_units_as == a.name)]
         if problems:
             raise _rule_errors("ChipSpec", problems)
         return self
