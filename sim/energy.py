@@ -147,6 +147,12 @@ def static_energy_pj(chip, seconds: float) -> float:
     return chip.energy.static_power_w * seconds * 1e12
 
 
+def _own_arrays(chip) -> list:
+    """The arrays that are hardware of their own (not another instruction path onto an
+    array's units, ``same_units_as``): what area and PE counts add up."""
+    return [a for a in chip.cores.arrays if not getattr(a, "same_units_as", None)]
+
+
 def chip_area_mm2(chip) -> dict:
     """Area estimate: MAC units per rate class, SRAM, and any stated other area."""
     area = chip.area
@@ -154,9 +160,7 @@ def chip_area_mm2(chip) -> dict:
             (chip.energy.technology_node_nm if chip.energy is not None and chip.energy.technology_node_nm else None))
     scale = (node / REFERENCE_NODE_NM) ** 2 if node else 1.0
     macs = 0.0
-    for arr in chip.cores.arrays:
-        if getattr(arr, "same_units_as", None):
-            continue   # another library path onto units already counted
+    for arr in _own_arrays(chip):
         pes = arr.rows * arr.cols * arr.count * chip.cores.count
         per_pe = 0.0
         for cls, rate in arr.macs_per_pe_per_cycle.items():
@@ -190,8 +194,7 @@ def area_report(chip) -> dict:
     """Area of a design point in mm² (MACs, SRAM, other, total) plus what it is built of:
     PEs, on-chip SRAM (MiB) and the per-unit areas used (µm² per MAC, mm² per MiB)."""
     a = chip_area_mm2(chip)
-    pes = sum(arr.rows * arr.cols * arr.count for arr in chip.cores.arrays
-              if not getattr(arr, "same_units_as", None)) * chip.cores.count
+    pes = sum(arr.rows * arr.cols * arr.count for arr in _own_arrays(chip)) * chip.cores.count
     sram_mib = (sum(lvl.capacity_bytes for lvl in chip.memory.core_srams) * chip.cores.count
                 + sum(lvl.capacity_bytes for lvl in chip.memory.chip_srams)) / 2**20
     return {"area_mm2": a["total_mm2"], "mac_area_mm2": a["mac_mm2"], "sram_area_mm2": a["sram_mm2"],

@@ -556,19 +556,17 @@ def test_library_array_lists_must_name_arrays_of_the_chip(key, value, path):
     assert path in str(exc.value) and "tensor_corez" in str(exc.value)
 
 
-def test_library_kernel_entries_are_checked():
-    with pytest.raises(ConfigError, match="mapping.array_kernels"):
-        load_chip("h200_sxm", overrides=['mapping.array_kernels={"tensor_cores_sm80": [[64, 0, 6]]}'])
-    with pytest.raises(ConfigError, match="mapping.attention_split_kv"):
-        load_chip("h200_sxm", overrides=["mapping.attention_split_kv=never"])
-    with pytest.raises(ConfigError, match="mapping.array_kernels.cuda_cores.0"):
-        load_chip("h200_sxm", overrides=['mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 1]]}'])
-    with pytest.raises(ConfigError, match="mapping.attention_gqa_packing"):
-        load_chip("h200_sxm", overrides=["mapping.attention_gqa_packing=sometimes"])
-    with pytest.raises(ConfigError, match="mapping.attention_tiles"):
-        load_chip("h200_sxm", overrides=['mapping.attention_tiles={"tensor_cores": [128]}'])
-    with pytest.raises(ConfigError, match="sparse_2_4_speedup"):
-        load_chip("h200_sxm", overrides=["cores.arrays.tensor_cores.sparse_2_4_speedup=3"])
+@pytest.mark.parametrize("override,key", [
+    ('mapping.array_kernels={"tensor_cores_sm80": [[64, 0, 6]]}', "mapping.array_kernels"),
+    ("mapping.attention_split_kv=never", "mapping.attention_split_kv"),
+    ('mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 1]]}', "mapping.array_kernels.cuda_cores.0"),
+    ("mapping.attention_gqa_packing=sometimes", "mapping.attention_gqa_packing"),
+    ('mapping.attention_tiles={"tensor_cores": [128]}', "mapping.attention_tiles"),
+    ("cores.arrays.tensor_cores.sparse_2_4_speedup=3", "sparse_2_4_speedup"),
+])
+def test_library_kernel_entries_are_checked(override, key):
+    with pytest.raises(ConfigError, match=key):
+        load_chip("h200_sxm", overrides=[override])
 
 
 def test_arrays_that_are_another_path_onto_the_same_units_add_no_area():

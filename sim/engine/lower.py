@@ -27,7 +27,8 @@ from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
 from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                               vector_cycles)
-from ..mapper.search import MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges
+from ..mapper.search import (MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges, tile_sram_bytes,
+                             tiles_fit)
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
@@ -278,8 +279,7 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
             prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
     elif kind == "attention" and array in ms.attention_tiles:
         q_rows, kv_rows = _fitting_attention_tile(chip, prob, *ms.attention_tiles[array])
-        prob.fixed_tiles = ((q_rows, 1, kv_rows) if prob.pad_edge_tiles
-                            else (min(q_rows, prob.m), 1, min(kv_rows, prob.k)))
+        prob.fixed_tiles = kernel_tile(prob, (q_rows, 1, kv_rows))
     elif kind == "attention":
         # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
         prob.tile_menu_m = ms.tile_m
@@ -289,17 +289,23 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
     return prob
 
 
+def kernel_tile(prob: TileProblem, tiles) -> tuple[int, int, int]:
+    """A library kernel's one (m, n, k) tile as the engine runs it: whole where edge tiles
+    compute in full (``pad_edge_tiles``), otherwise cut to the problem."""
+    if prob.pad_edge_tiles:
+        return tuple(tiles)
+    return tuple(min(t, d) for t, d in zip(tiles, (prob.m, prob.n, prob.k)))
+
+
 def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
     """The library's attention tile, or - where its buffers do not fit the core's SRAM
     (a large head dim) - the tile halved, keys first, as FlashAttention's kernels take
     smaller blocks for wider heads."""
-    from ..mapper.search import tile_sram_bytes
-
     budget = memory_budget(chip, False)
     stages = prob.stages or budget.buffers
     while True:
-        a, b, c = tile_sram_bytes(prob, q_rows, 1, kv_rows, stages)
-        if float(a + b + c) <= budget.sram_bytes or (q_rows <= 16 and kv_rows <= 16):
+        fits = bool(tiles_fit(budget, *tile_sram_bytes(prob, q_rows, 1, kv_rows, stages)))
+        if fits or (q_rows <= 16 and kv_rows <= 16):
             return q_rows, kv_rows
         if kv_rows > 16 and kv_rows >= q_rows:
             kv_rows //= 2
@@ -312,8 +318,7 @@ def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
         prob, info = gemm_problem(chip, op, opts)
         prob = apply_library_constraints(chip, prob, "gemm", info.get("array"))
         if opts.tiles is not None:
-            prob.fixed_tiles = (tuple(opts.tiles) if prob.pad_edge_tiles
-                                else tuple(min(t, d) for t, d in zip(opts.tiles, (prob.m, prob.n, prob.k))))
+            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
         return prob, info
     if isinstance(op, Conv2d):
         prob, info = gemm_problem(chip, op.as_gemm(), opts)

@@ -358,11 +358,8 @@ def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: in
             continue
         p = group if S == 1 else dataclasses.replace(group, count=prob.count * S, k=-(-prob.k // S),
                                                       layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
-        share = budget if blocks == 1 else dataclasses.replace(
-            budget, sram_bytes=budget.sram_bytes / blocks, port_bytes_per_cycle=budget.port_bytes_per_cycle / blocks,
-            partition=None if budget.partition is None else tuple(x / blocks for x in budget.partition))
         try:
-            maps = search_top(p, cores * blocks, share, top)
+            maps = search_top(p, cores * blocks, budget.shared_by(blocks), top)
         except MappingError as exc:
             error = exc
             continue

@@ -533,6 +533,8 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     tile_of = np.full(P, -1, np.int64)       # cyclic mode: the output tile each core works on
     next_tile = np.zeros(1, np.int64)        # cyclic mode: the next tile to deal
     for c in range(P):
+        # block mode: the core's whole walk; cyclic mode: only "has a first tile" (> 0) and
+        # the "no tile left" sentinel, since tiles are dealt as cores free up
         nsteps[c] = core_step_count(geo, ranges, c)
         stats[c, S_FIRST_COMPUTE] = -1.0
 

@@ -19,6 +19,7 @@ search space size, the chosen mapping and its estimate are reported.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
@@ -295,6 +296,15 @@ def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers):
     return a, b, c
 
 
+def tiles_fit(mem: "MemoryBudget", a_b, b_b, c_b):
+    """Whether tile buffers of (A, B, C) bytes fit one core's SRAM (each its partition,
+    when the SRAM is partitioned)."""
+    if mem.partition is None:
+        return (a_b + b_b + c_b) <= mem.sram_bytes
+    pi, pw, po = mem.partition
+    return (a_b <= pi) & (b_b <= pw) & (c_b <= po)
+
+
 def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
     """Σ compute cycles over every tile of a sub-problem (full and edge tiles), with one
     ``tail_fn`` per output tile (one visit each: the estimate assumes k innermost)."""
@@ -345,6 +355,15 @@ class MemoryBudget:
     latency_cycles: float = 0.0  # DRAM round trip of one request, for the pipelining term
     l2_bytes_per_cycle: float = 1e30  # chip-level cache bandwidth
 
+    def shared_by(self, blocks: int) -> "MemoryBudget":
+        """One block's share when ``blocks`` run on a core at once: its SRAM (each
+        partition) and fill port divided among them."""
+        if blocks <= 1:
+            return self
+        part = None if self.partition is None else tuple(x / blocks for x in self.partition)
+        return dataclasses.replace(self, sram_bytes=self.sram_bytes / blocks, partition=part,
+                                   port_bytes_per_cycle=self.port_bytes_per_cycle / blocks)
+
 
 def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool = True) -> Mapping:
     """Choose distribution, tiles and loop order for ``prob``; raise MappingError if no
@@ -384,11 +403,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             MT, NT, KT = _library_shapes(prob, MT, NT, KT)
         buffers = pipeline_stages(prob, MT, NT, KT, mem.buffers)
     a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, buffers)
-    if mem.partition is None:
-        fits = (a_b + b_b + c_b) <= mem.sram_bytes
-    else:
-        pi, pw, po = mem.partition
-        fits = (a_b <= pi) & (b_b <= pw) & (c_b <= po)
+    fits = tiles_fit(mem, a_b, b_b, c_b)
     if not fits.any():
         smallest = float((a_b + b_b + c_b).min())
         raise MappingError(
