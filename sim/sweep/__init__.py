@@ -17,11 +17,11 @@ import types as _types
 from .analysis import objectives_for, pareto_front
 from .cli import add_sweep_parser, cmd_sweep
 from .evaluate import evaluate_point
-from .run import SweepStats, assemble, load_spec, plan, run_sweep, sweep
+from .run import SweepFailedError, SweepStats, assemble, load_spec, plan, run_sweep, sweep
 from .spec import METRICS, SweepSpec, WorkloadSpec, load_sweep_spec
 
 __all__ = ["sweep", "run_sweep", "plan", "load_spec", "load_sweep_spec", "SweepSpec", "WorkloadSpec", "METRICS",
-           "evaluate_point", "pareto_front", "objectives_for", "assemble", "SweepStats", "add_sweep_parser",
+           "evaluate_point", "pareto_front", "SweepFailedError", "objectives_for", "assemble", "SweepStats", "add_sweep_parser",
            "cmd_sweep"]
 
 

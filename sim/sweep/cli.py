@@ -53,7 +53,7 @@ def _summary_table(df, top: int):
 def cmd_sweep(args) -> int:
     from ..cli import _print_table
     from ..store import export_csv
-    from .run import load_spec, plan, run_sweep
+    from .run import check_not_all_failed, load_spec, plan, run_sweep
 
     loaded = load_spec(args.spec)
     quiet = bool(args.quiet)
@@ -78,6 +78,7 @@ def cmd_sweep(args) -> int:
                           log=log)
     if args.csv:
         export_csv(df, args.csv)
+    check_not_all_failed(df, stats.name, stats, str(out / "results.csv"))  # exit 2, not a success
     if not quiet:
         print(f"sweep {stats.name}: {stats.points} point(s) in {stats.seconds:.1f} s - {stats.new} simulated, "
               f"{stats.reused} reused from the store, {stats.failed} failed")
@@ -92,4 +93,4 @@ def cmd_sweep(args) -> int:
         if len(table):
             print(f"\n{title}:")
             _print_table(table.to_dict("records"))
-    return 1 if len(df) and df["error"].notna().all() else 0
+    return 0

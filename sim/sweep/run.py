@@ -24,7 +24,8 @@ from .evaluate import evaluate_point, worker_init
 from .plan import Point, expand
 from .spec import BREAKDOWN_PREFIXES, LoadedSpec, SweepSpec, load_sweep_spec, sweep_spec_from_dict
 
-__all__ = ["sweep", "run_sweep", "plan", "SweepStats", "assemble", "load_spec"]
+__all__ = ["sweep", "run_sweep", "plan", "SweepStats", "assemble", "load_spec", "SweepFailedError",
+           "check_not_all_failed"]
 
 #: a point's row is written to the store at most this many seconds after it finishes
 #: (``SIM_SWEEP_FLUSH_SECONDS`` changes it; 0 writes every point as soon as it finishes)
@@ -34,6 +35,30 @@ FLUSH_ROWS = 200
 COMPACT_PARTS = 64
 #: errors that say nothing about the point (infrastructure): shown, never stored
 _TRANSIENT = "transient: "
+
+
+class SweepFailedError(SimError):
+    """Every point of a sweep failed: nothing was simulated successfully.  ``df`` holds the
+    table (one row per point, each with its ``error``), ``stats`` the run's statistics."""
+
+    def __init__(self, message: str, df=None, stats=None):
+        super().__init__(message)
+        self.df, self.stats = df, stats
+
+
+def check_not_all_failed(df, name: str, stats=None, where: str | None = None) -> None:
+    """Raise :class:`SweepFailedError` when every row of a sweep's table has an ``error``."""
+    if not len(df) or not df["error"].notna().all():
+        return
+    distinct: list[str] = []
+    for point, err in zip(df["point"], df["error"]):
+        text = f"point {point}: {err}"
+        if all(not d.endswith(f": {err}") for d in distinct):
+            distinct.append(text)
+    shown = "\n  ".join(distinct[:3])
+    more = f"\n  ... and {len(distinct) - 3} other error(s) (see the 'error' column)" if len(distinct) > 3 else ""
+    saved = f"; the table with each point's error is in {where}" if where else ""
+    raise SweepFailedError(f"sweep {name}: all {len(df)} point(s) failed{saved}:\n  {shown}{more}", df, stats)
 
 
 @dataclass
@@ -182,13 +207,79 @@ def _bar(total: int, initial: int, desc: str, enabled: bool):
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
 
 
+#: worker processes of the local pool are named so; their start never runs the parent's ``__main__``
+_WORKER_NAME = "SimSweepWorker"
+
+
+def _skip_main_in_workers() -> None:
+    """Make the pool's workers start without re-running the parent's ``__main__``.
+
+    Under the ``spawn`` and ``forkserver`` start methods a new process first re-imports the
+    parent's main module: a script without an ``if __name__ == "__main__":`` guard would run
+    its sweep again inside every worker (which then dies in multiprocessing's bootstrap
+    check), and ``python - < script.py`` names a main file ``<stdin>`` that does not exist.
+    The workers only need :func:`evaluate_point` (in this package) and plain-data tasks, so
+    the main module is left out of the preparation data of processes named
+    :data:`_WORKER_NAME` - every other process of the program starts as before.
+    """
+    from multiprocessing import spawn
+
+    if getattr(spawn.get_preparation_data, "_sim_skips_main", False):
+        return
+    original = spawn.get_preparation_data
+
+    def get_preparation_data(name, _original=original):
+        data = _original(name)
+        if str(name).startswith(_WORKER_NAME):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    get_preparation_data._sim_skips_main = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data
+
+
+def _named(base):
+    class _Worker(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._name = f"{_WORKER_NAME}-{':'.join(str(i) for i in self._identity)}"
+
+    return _Worker
+
+
+if "forkserver" in mp.get_all_start_methods():
+    from multiprocessing.context import ForkServerContext as _FSC, ForkServerProcess as _FSP
+
+    class _ForkServerWorker(_named(_FSP)):  # type: ignore[misc]
+        pass
+
+    class _ForkServerContext(_FSC):
+        Process = _ForkServerWorker
+else:  # pragma: no cover - Windows
+    _ForkServerContext = None  # type: ignore[assignment]
+
+from multiprocessing.context import SpawnContext as _SC, SpawnProcess as _SP  # noqa: E402
+
+
+class _SpawnWorker(_named(_SP)):  # type: ignore[misc]
+    pass
+
+
+class _SpawnContext(_SC):
+    Process = _SpawnWorker
+
+
 def _mp_context():
-    methods = mp.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = mp.get_context("forkserver")
+    """The pool's start method: forkserver where there is one (fast, no inherited threads),
+    else spawn; neither re-runs the caller's main module (:func:`_skip_main_in_workers`),
+    so ``sim.sweep(...)`` works from a plain script, stdin, ``python -c`` and notebooks."""
+    _skip_main_in_workers()
+    if _ForkServerContext is not None:
+        ctx = _ForkServerContext()
         ctx.set_forkserver_preload(["sim.sweep.evaluate", "sim.inference"])
         return ctx
-    return mp.get_context("spawn")
+    return _SpawnContext()
 
 
 def _run_inline(tasks: list[dict], add: Callable[[dict], None]) -> None:
@@ -417,8 +508,10 @@ def sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = None
     Rows are sorted by ``point``; columns are ``point``, ``workload``, ``chip``, each
     parameter (by its dotted path), each metric, ``error`` (None when the point ran) and
     ``hash`` (its key in the store).  The same spec gives the same DataFrame on every
-    backend, fresh or resumed.
+    backend, fresh or resumed.  A sweep whose every point failed raises
+    :class:`SweepFailedError` (a :class:`~sim.errors.SimError`; its ``df`` is the table).
     """
-    df, _ = run_sweep(spec, out=out, jobs=jobs, scheduler=scheduler, progress=progress, retry_errors=retry_errors,
-                      overrides=overrides, connect_timeout=connect_timeout)
+    df, stats = run_sweep(spec, out=out, jobs=jobs, scheduler=scheduler, progress=progress,
+                          retry_errors=retry_errors, overrides=overrides, connect_timeout=connect_timeout)
+    check_not_all_failed(df, stats.name, stats, stats.store)
     return df
