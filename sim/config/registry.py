@@ -1,9 +1,10 @@
 """Finding and loading chip files.
 
-Chips live in the repository's ``arch_configs/`` folder (override with the environment
-variable ``SIM_ARCH_DIR``).  Anything that takes a chip accepts either a name from that
-folder (``"tpu_v1"``) or a path to a YAML file; an unknown name raises
-:class:`~sim.errors.UnknownNameError` listing the shipped chips.
+Chips ship with the package (the repository's ``arch_configs/`` folder; see
+:mod:`sim.catalog` for the search order: ``$SIM_ARCH_DIR`` replaces it, a user folder
+``~/.config/sim/arch_configs`` adds to it).  Anything that takes a chip accepts either a
+name (``"tpu_v1"``) or a path to a YAML file; an unknown name raises
+:class:`~sim.errors.UnknownNameError` listing the available chips.
 """
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 from pydantic import BaseModel
 
-import sim
-
+from .. import catalog
 from ..errors import ConfigError, ConfigProblem, SimError, UnknownNameError
 from .chip import ChipSpec
 from .loader import load_model, read_yaml, validate
@@ -22,7 +22,7 @@ from .loader import load_model, read_yaml, validate
 __all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "check_files"]
 
 #: environment variable that replaces the shipped ``arch_configs/`` folder
-ARCH_DIR_ENV = "SIM_ARCH_DIR"
+ARCH_DIR_ENV = catalog.KINDS["chips"].env_var
 _SUFFIXES = (".yaml", ".yml")
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -30,19 +30,13 @@ Overrides = Union[Mapping[str, Any], Sequence[str], None]
 
 
 def chips_dir() -> Path:
-    """The folder holding chip files: ``$SIM_ARCH_DIR`` or the repository's ``arch_configs/``."""
-    env = os.environ.get(ARCH_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path(sim.__file__).resolve().parents[1] / "arch_configs"
+    """The folder holding chip files: ``$SIM_ARCH_DIR`` or the shipped ``arch_configs/``."""
+    return catalog.primary_dir("chips")
 
 
 def list_chips() -> list[str]:
-    """Names (file stems) of the chips in :func:`chips_dir`, sorted."""
-    folder = chips_dir()
-    if not folder.is_dir():
-        return []
-    return sorted({p.stem for p in folder.iterdir() if p.suffix in _SUFFIXES and p.is_file()})
+    """Names (file stems) of the chips in :func:`chips_dir` and the user folder, sorted."""
+    return catalog.names("chips")
 
 
 def _looks_like_path(text: str) -> bool:
@@ -63,10 +57,9 @@ def resolve_chip_path(name_or_path: PathLike) -> Path:
     text = os.fspath(name_or_path)
     if _looks_like_path(text):
         return path
-    for suffix in _SUFFIXES:
-        candidate = chips_dir() / f"{text}{suffix}"
-        if candidate.is_file():
-            return candidate
+    found = catalog.find("chips", text)
+    if found is not None:
+        return found
     raise UnknownNameError("chip", text, list_chips())
 
 

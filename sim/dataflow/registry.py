@@ -1,16 +1,17 @@
 """Find, load and cache the dataflows declared in ``dataflows/*.yaml``.
 
-The folder is ``<repository>/dataflows`` (``Path(sim.__file__).parents[1] / "dataflows"``),
-or the folder named by the environment variable ``SIM_DATAFLOW_DIR``.  Files are parsed
-through :mod:`sim.config.loader`, so every error names the file, line and key.
+The folder is the shipped ``dataflows/`` (the repository's, or the copy inside an
+installed package), or the folder named by the environment variable ``SIM_DATAFLOW_DIR``;
+a user folder ``~/.config/sim/dataflows`` adds to either (:mod:`sim.catalog`).  Files are
+parsed through :mod:`sim.config.loader`, so every error names the file, line and key.
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from .. import catalog
 from ..config.dataflow_spec import DataflowSpec
 from ..config.loader import YamlDoc, apply_overrides, read_yaml, validate
 from ..errors import ConfigError, ConfigProblem, UnknownNameError
@@ -18,7 +19,7 @@ from .base import Dataflow
 from .row_stationary import RowStationaryDataflow
 from .systolic import SystolicDataflow
 
-ENV_VAR = "SIM_DATAFLOW_DIR"
+ENV_VAR = catalog.KINDS["dataflows"].env_var
 
 _lock = threading.Lock()
 # (resolved file, mtime_ns) -> parsed YAML document
@@ -28,14 +29,8 @@ _models: dict[tuple[Any, ...], Dataflow] = {}
 
 
 def dataflow_dir() -> Path:
-    """The folder the registry reads (``SIM_DATAFLOW_DIR`` wins over the repository folder)."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env)
-    return _DEFAULT_DIR
-
-
-_DEFAULT_DIR = Path(__file__).resolve().parents[2] / "dataflows"   # == Path(sim.__file__).parents[1]
+    """The folder the registry reads (``SIM_DATAFLOW_DIR`` replaces the shipped folder)."""
+    return catalog.primary_dir("dataflows")
 
 
 _listings: dict[tuple[str, int], dict[str, Path]] = {}
@@ -56,7 +51,10 @@ def _files() -> dict[str, Path]:
     if files is None:
         if not folder.is_dir():
             raise ConfigError(ConfigProblem(str(folder), 0, "", f"not a folder (set {ENV_VAR} to use another)"))
-        files = {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+        files = {}
+        for extra in reversed(catalog.search_dirs("dataflows")):  # the primary folder wins
+            if extra.is_dir():
+                files.update({p.stem: p for p in sorted(extra.glob("*.yaml"))})
         with _lock:
             _listings[key] = files
     return files

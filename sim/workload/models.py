@@ -5,29 +5,22 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .. import catalog
 from ..config.loader import load_model
 from ..config.model_spec import ModelSpec
 from ..errors import UnknownNameError
 
-ENV_WORKLOAD_DIR = "SIM_WORKLOAD_DIR"
+ENV_WORKLOAD_DIR = catalog.KINDS["models"].env_var
 
 
 def workloads_dir() -> Path:
-    """The folder of model YAML files: ``$SIM_WORKLOAD_DIR`` if set, else ``<repo>/workloads``."""
-    env = os.environ.get(ENV_WORKLOAD_DIR)
-    if env:
-        return Path(env)
-    import sim
-
-    return Path(sim.__file__).resolve().parents[1] / "workloads"
+    """The folder of model YAML files: ``$SIM_WORKLOAD_DIR`` if set, else the shipped ``workloads/``."""
+    return catalog.primary_dir("models")
 
 
 def list_models() -> list[str]:
-    """Names of the model descriptions in :func:`workloads_dir` (file stems, sorted)."""
-    d = workloads_dir()
-    if not d.is_dir():
-        return []
-    return sorted({p.stem for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()})
+    """Names of the model descriptions in :func:`workloads_dir` and the user folder (sorted)."""
+    return catalog.names("models")
 
 
 def load_model_spec(name_or_path: str | Path | ModelSpec,
@@ -51,8 +44,7 @@ def load_model_spec(name_or_path: str | Path | ModelSpec,
     looks_like_path = path.suffix in (".yaml", ".yml") or os.sep in text or "/" in text
     if looks_like_path or path.is_file():
         return load_model(ModelSpec, path, overrides)
-    for suffix in (".yaml", ".yml"):
-        candidate = workloads_dir() / f"{text}{suffix}"
-        if candidate.is_file():
-            return load_model(ModelSpec, candidate, overrides)
+    found = catalog.find("models", text)
+    if found is not None:
+        return load_model(ModelSpec, found, overrides)
     raise UnknownNameError("model", text, list_models())

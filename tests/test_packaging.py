@@ -1,0 +1,94 @@
+"""The package carries its data: a wheel installed outside the repository finds its chips.
+
+This is the smoke test CI runs on every change: build the wheel as a user would
+(`pip wheel .`), install it into a fresh folder, and run the quick-tour commands from a
+working directory outside the checkout, with nothing of the checkout on the path.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim import catalog, list_chips
+from sim.config.registry import load_chip
+from sim.workload.models import list_models
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed_wheel(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("wheel")
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(REPO)]
+    if importlib.util.find_spec("setuptools") is not None:
+        build.insert(4, "--no-build-isolation")
+    subprocess.run(build, check=True, capture_output=True, text=True, timeout=300)
+    wheels = list((tmp / "dist").glob("sim-*.whl"))
+    assert len(wheels) == 1, wheels
+    site = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheels[0])],
+                   check=True, capture_output=True, text=True, timeout=300)
+    return site
+
+
+def _run_outside(site: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIM_") or k == "SIM_NUMBA_CACHE_DIR"}
+    env["PYTHONPATH"] = str(site)
+    env["SIM_USER_DIR"] = str(tmp_path / "no-user-folder")
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_wheel_ships_chips_dataflows_and_models(installed_wheel, tmp_path):
+    probe = _run_outside(installed_wheel, tmp_path, "-c",
+                         "import sim, json; from sim import catalog; from sim.workload.models import list_models; "
+                         "from sim.dataflow import list_dataflows; print(json.dumps([sim.__file__, "
+                         "str(catalog.shipped_dir('chips')), sim.list_chips(), list_models(), list_dataflows()]))")
+    assert probe.returncode == 0, probe.stderr
+    import json
+
+    where, chips_at, chips, models, dataflows = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert Path(where).is_relative_to(installed_wheel), "the installed copy, not the checkout, was imported"
+    assert Path(chips_at).is_relative_to(installed_wheel)
+    assert chips == list_chips() and "npu_128x128" in chips
+    assert models == list_models()
+    assert dataflows == ["is", "os", "rs", "ws"]
+
+
+def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_path):
+    listed = _run_outside(installed_wheel, tmp_path, "-m", "sim", "list", "chips")
+    assert listed.returncode == 0, listed.stderr
+    assert "npu_128x128" in listed.stdout.split()
+    gemm = _run_outside(installed_wheel, tmp_path, "-m", "sim", "gemm", "npu_128x128",
+                        "--m", "256", "--k", "256", "--n", "256", "--json")
+    assert gemm.returncode == 0, gemm.stderr
+    import json
+
+    from sim import simulate_gemm
+
+    assert json.loads(gemm.stdout.strip().splitlines()[-1])["cycles"] == \
+        simulate_gemm("npu_128x128", m=256, k=256, n=256).cycles
+    unknown = _run_outside(installed_wheel, tmp_path, "-m", "sim", "gemm", "no_such_chip", "--m", "8", "--k", "8",
+                           "--n", "8")
+    assert unknown.returncode == 2
+    assert "npu_128x128" in unknown.stderr  # the valid names are listed, not "(valid: )"
+
+
+def test_user_folder_adds_chips_found_by_name(tmp_path, monkeypatch):
+    user = tmp_path / "user"
+    (user / "arch_configs").mkdir(parents=True)
+    text = (catalog.shipped_dir("chips") / "npu_128x128.yaml").read_text()
+    (user / "arch_configs" / "my_npu.yaml").write_text(text)
+    monkeypatch.setenv("SIM_USER_DIR", str(user))
+    assert "my_npu" in list_chips() and "npu_128x128" in list_chips()
+    assert load_chip("my_npu").source_path == user / "arch_configs" / "my_npu.yaml"
+    # a shipped name is not shadowed by the user folder: the package's file wins
+    (user / "arch_configs" / "tpu_v1.yaml").write_text(text)
+    assert load_chip("tpu_v1").source_path == catalog.shipped_dir("chips") / "tpu_v1.yaml"
+    monkeypatch.delenv("SIM_USER_DIR")
+    assert "my_npu" not in list_chips() or (Path.home() / ".config/sim/arch_configs/my_npu.yaml").is_file()
+    assert "llama3-8b" in list_models()
