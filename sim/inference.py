@@ -297,7 +297,12 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         "decode_tokens_per_s": generated / dec_seconds if dec_seconds > 0 else 0.0,
         "prefill_tokens_per_s": pre.tokens_per_s,
         "energy_j": pre.energy_j + dec_energy,
-        "energy_per_token_j": (pre.energy_j + dec_energy) / (batch * (prompt_len + steps)),
+        # per generated token, as tokens_per_s counts them; the prompt's tokens are in
+        # tokens_processed and energy_per_processed_token_j
+        "energy_per_token_j": (pre.energy_j + dec_energy) / generated,
+        "energy_per_processed_token_j": (pre.energy_j + dec_energy) / (batch * (prompt_len + steps)),
+        "tokens_generated": generated, "tokens_processed": batch * (prompt_len + steps),
+        "flops": pre.flops + dec_flops, "dram_bytes": pre.dram_bytes + dec_bytes,
         "mfu": (pre.flops + dec_flops) / total_s / (pre.peak_flops * chips) if total_s > 0 else 0.0,
         "mbu": (pre.dram_bytes + dec_bytes) / total_s / (pre.peak_bytes_per_s * chips) if total_s > 0 else 0.0,
         "new_tokens": steps, "prompt_len": prompt_len, "decode_steps_simulated": len(sampled),

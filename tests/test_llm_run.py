@@ -227,3 +227,21 @@ def test_tensor_parallel_run_uses_the_chosen_collective():
     assert algos and tree["parallel"]["collective"] == "tree" and ring["parallel"]["collective"] == "ring"
     # small messages: tree's 6 latency-bound steps beat ring's 14
     assert tree["seconds"] < ring["seconds"]
+
+
+def test_generate_run_reports_traffic_and_energy_per_generated_token():
+    """A generate run's totals are the sums of its phases, and its energy per token counts
+    the tokens tokens_per_s counts (generated ones); the prompt's share is reported apart."""
+    chip = load_chip("npu_128x128")
+    pre = run_llm(chip, "tiny", phase="prefill", batch=2, prompt_len=64)
+    gen = run_llm(chip, "tiny", phase="generate", batch=2, prompt_len=64, new_tokens=4)
+    assert gen["tokens_generated"] == 2 * 4 and gen["tokens_processed"] == 2 * (64 + 4)
+    assert gen["tokens_per_s"] == pytest.approx(gen["tokens_generated"] / gen["seconds"], rel=1e-12)
+    assert gen["energy_per_token_j"] == pytest.approx(gen["energy_j"] / gen["tokens_generated"], rel=1e-12)
+    assert gen["energy_per_processed_token_j"] == pytest.approx(gen["energy_j"] / gen["tokens_processed"], rel=1e-12)
+    # the prefill inside the generate run is the prefill run; decode steps add traffic
+    assert gen["phases"]["prefill"]["dram_bytes"] == pytest.approx(pre["dram_bytes"], rel=1e-12)
+    decode_bytes = gen["dram_bytes"] - pre["dram_bytes"]
+    assert 4 * gen["phases"]["decode_first"]["dram_bytes"] * 0.99 <= decode_bytes
+    assert decode_bytes <= 4 * gen["phases"]["decode_last"]["dram_bytes"] * 1.01
+    assert gen["flops"] > pre["flops"] > 0
