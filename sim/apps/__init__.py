@@ -1,0 +1,1 @@
+"""Applications over the model layer."""

@@ -1,0 +1,22 @@
+"""Request-level serving on simulated chips: a SimPy simulation of replicas behind a router,
+iteration latencies from the chip model (memoised and interpolated), paged KV cache with
+prefix caching and preemption, batching policies behind a registry, speculative decoding.
+
+Entry point: :func:`serve` (the CLI is ``sim serve``, :mod:`.cli`).
+"""
+from __future__ import annotations
+
+from .metrics import SLO_METRICS, ServingResult
+from .speculative import Speculative, closed_form_tokens_per_step
+from .workload import LengthDist, Request, generate, load_trace, save_trace
+
+
+def serve(chip, model, requests=None, **kwargs) -> ServingResult:
+    """See :func:`sim.apps.serving.simulator.serve`."""
+    from .simulator import serve as _serve
+
+    return _serve(chip, model, requests, **kwargs)
+
+
+__all__ = ["serve", "ServingResult", "SLO_METRICS", "Speculative", "closed_form_tokens_per_step",
+           "LengthDist", "Request", "generate", "load_trace", "save_trace"]

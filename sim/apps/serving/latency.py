@@ -1,0 +1,312 @@
+"""Iteration latency for the serving simulation, from the chip model, memoised on a grid.
+
+Simulating one iteration of Llama-3-8B exactly costs seconds (every distinct op goes
+through the mapper and the engine), and a serving run has 10^4-10^5 iterations, each with
+its own mix.  An iteration's ops split into three families whose costs depend on few
+numbers (:func:`sim.workload.llm.build_iteration` is the source of every op):
+
+* **dense**: projections, MLP, norms, RoPE, KV append, residuals, collectives, embedding:
+  their shapes depend only on ``T``, the iteration's new tokens (all sequences are
+  concatenated along M), so ``dense(T)`` is one function of one number;
+* **LM head**: a GEMM over the ``L`` rows that need logits (one per sequence, ``k + 1`` per
+  verifying sequence): ``lm(L)``;
+* **attention**: one fused kernel per group of sequences.  The decoding sequences of a batch
+  are one group (a paged-attention kernel walks the whole batch in one launch, as vLLM's
+  does): ``decode_attn(q, B, C)`` with ``B`` sequences, ``q`` new tokens each and a mean
+  cached context ``C``; each prefilling sequence (or chunk) is its own group:
+  ``prefill_attn(n, p)`` with ``n`` new tokens behind ``p`` cached ones.
+
+Each function is sampled lazily on a grid (powers of two, with 1.5x midpoints above 64 for
+``T``/``L``) and interpolated linearly (bilinearly for the two-argument ones).  An iteration
+is ``dense(T) + lm(L) + decode_attn + Σ prefill_attn``: exactly the sum that
+:func:`sim.inference.run_trace` forms over the same iteration's ops (the ops run one after
+another on the chip), so the composition itself adds no error; the interpolation between grid
+points does, and ``tests/test_serving.py::test_interpolation_error_vs_exact_iterations``
+measures it against ``build_iteration`` + ``run_trace`` of real mixed batches.  A batch whose
+decoding sequences have different contexts is costed at their mean context (the builder
+itself would emit one kernel per distinct length, which no serving engine does).
+
+Grid points are simulated once per (chip, model, precision, parallelism, options, simulator
+source) and stored as JSON under ``$SIM_CACHE_DIR/serving`` (default
+``~/.cache/sim/serving``), so a second run of the same deployment simulates nothing.
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...engine.lower import Options
+from ...engine.run import simulate_op
+from ...workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
+
+#: op names of the attention family in a trace (fused kernel or its unfused pieces)
+ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
+#: bump when the meaning of a stored grid point changes
+TABLE_VERSION = 1
+
+
+def _token_grid(limit: int) -> list[int]:
+    g = [1, 2, 4, 8, 16, 32, 64]
+    x = 64
+    while x < limit:
+        g += [x + x // 2, 2 * x]
+        x *= 2
+    return g
+
+
+def _pow2_grid(lo: int, limit: int) -> list[int]:
+    g = [lo]
+    while g[-1] < limit:
+        g.append(g[-1] * 2)
+    return g
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds, joules (all chips of the replica), FLOPs and DRAM bytes of an iteration or a part."""
+
+    seconds: float = 0.0
+    energy_j: float = 0.0
+    flops: float = 0.0
+    dram_bytes: float = 0.0
+
+    def __add__(self, o: "Cost") -> "Cost":
+        return Cost(self.seconds + o.seconds, self.energy_j + o.energy_j, self.flops + o.flops,
+                    self.dram_bytes + o.dram_bytes)
+
+    def scale(self, w: float) -> "Cost":
+        return Cost(self.seconds * w, self.energy_j * w, self.flops * w, self.dram_bytes * w)
+
+
+ZERO = Cost()
+
+
+def _lerp(a: Cost, b: Cost, w: float) -> Cost:
+    return Cost(a.seconds + w * (b.seconds - a.seconds), a.energy_j + w * (b.energy_j - a.energy_j),
+                a.flops + w * (b.flops - a.flops), a.dram_bytes + w * (b.dram_bytes - a.dram_bytes))
+
+
+def _bracket(grid: list[int], x: float) -> tuple[int, int, float]:
+    """Grid points around ``x`` and the weight of the upper one (x beyond the grid: the last)."""
+    if x <= grid[0]:
+        return grid[0], grid[0], 0.0
+    if x >= grid[-1]:
+        return grid[-1], grid[-1], 0.0
+    i = bisect.bisect_left(grid, x)
+    hi, lo = grid[i], grid[i - 1]
+    if hi == x:
+        return hi, hi, 0.0
+    return lo, hi, (x - lo) / (hi - lo)
+
+
+def _source_hash() -> str:
+    """Hash of the simulator's sources that a grid point depends on (everything but the apps)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith("apps/") and rel != "apps/serving/latency.py":
+            continue
+        if rel in ("cli.py", "__init__.py", "plotting.py"):
+            continue
+        h.update(rel.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("SIM_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "sim") / "serving"
+
+
+_TABLES: dict[str, dict] = {}
+
+
+def clear_memory_cache() -> None:
+    """Forget the in-process grid tables (the on-disk ones stay)."""
+    _TABLES.clear()
+
+
+class LatencyModel:
+    """Iteration costs of one deployment (a chip or a TP/PP group of chips running one model)."""
+
+    def __init__(self, chip, model, precision: Precision = Precision(), attention: str | None = None,
+                 parallel: Parallelism = Parallelism(), options: Options | None = None,
+                 cache_dir: str | Path | None | bool = None):
+        self.chip, self.model, self.precision = chip, model, precision
+        self.attention = attention or chip.attention_lowering
+        self.parallel = parallel
+        self.options = options or Options()
+        self.chips = parallel.tensor * parallel.pipeline
+        self.kw = dict(precision=precision, attention=self.attention, parallel=parallel)
+        self.token_grid = _token_grid(max(2 * model.max_context, 8192))
+        self.ctx_grid = _pow2_grid(16, model.max_context)
+        self.batch_grid = _pow2_grid(1, 4096)
+        self.past_grid = [0] + _pow2_grid(16, model.max_context)
+        ident = json.dumps({"v": TABLE_VERSION, "chip": chip.model_dump_json(), "model": model.model_dump_json(),
+                            "precision": asdict(precision), "attention": self.attention,
+                            "parallel": asdict(parallel), "options": repr(self.options),
+                            "src": _source_hash()}, sort_keys=True, default=str)
+        self.key = hashlib.sha256(ident.encode()).hexdigest()[:24]
+        if cache_dir is False:
+            self.path = None
+        else:
+            self.path = Path(cache_dir) if cache_dir not in (None, True) else default_cache_dir()
+            self.path = self.path / f"{chip.name}-{model.name}-{self.key}.json"
+        self.table = _TABLES.setdefault(self.key, self._load())
+        self.simulated = 0          # grid points simulated by this instance
+        self._dirty = False
+
+    # ----------------------------------------------------------------- storage
+    def _load(self) -> dict:
+        if self.path is not None and self.path.exists():
+            try:
+                raw = json.loads(self.path.read_text())
+                return {k: Cost(*v) for k, v in raw["points"].items()}
+            except (OSError, ValueError, KeyError, TypeError):
+                return {}
+        return {}
+
+    def flush(self) -> None:
+        """Write newly simulated grid points to the on-disk cache."""
+        if self.path is None or not self._dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"chip": self.chip.name, "model": self.model.name,
+                                   "points": {k: [c.seconds, c.energy_j, c.flops, c.dram_bytes]
+                                              for k, c in sorted(self.table.items())}}))
+        os.replace(tmp, self.path)
+        self._dirty = False
+
+    # ----------------------------------------------------------------- exact pieces
+    def _sum(self, trace, want) -> Cost:
+        s = e = f = b = 0.0
+        for t in trace:
+            if getattr(t.op, "op", None) == "dequant":
+                continue  # fused into its consumer (as sim.inference.run_trace does)
+            if not want(t):
+                continue
+            r = simulate_op(self.chip, t.op, self.options)
+            s += r.seconds * t.repeat
+            e += r.energy_pj * t.repeat
+            f += r.flops * t.repeat
+            b += r.dram_bytes * t.repeat
+        c = self.chips
+        return Cost(s, e * 1e-12 * c, f * c, b * c)
+
+    @staticmethod
+    def _is_attn(t) -> bool:
+        return t.op.name in ATTENTION_OPS
+
+    @staticmethod
+    def _is_lm(t) -> bool:
+        return t.block == "lm_head" and t.op.name.startswith("lm_head")
+
+    def _point(self, key: str, make) -> Cost:
+        c = self.table.get(key)
+        if c is None:
+            c = make()
+            self.table[key] = c
+            self.simulated += 1
+            self._dirty = True
+            if self.simulated % 8 == 0:
+                self.flush()
+        return c
+
+    def _dense_point(self, T: int) -> Cost:
+        def make():
+            tr = build_iteration(self.model, Iteration((Sequence(1, 0),) * T), **self.kw)
+            return self._sum(tr, lambda t: not self._is_attn(t) and not self._is_lm(t))
+        return self._point(f"dense:{T}", make)
+
+    def _lm_point(self, L: int) -> Cost:
+        def make():
+            tr = build_iteration(self.model, Iteration((Sequence(1, 0),) * L), **self.kw)
+            return self._sum(tr, self._is_lm)
+        return self._point(f"lm:{L}", make)
+
+    def _decode_attn_point(self, q: int, B: int, C: int) -> Cost:
+        def make():
+            seq = Sequence(q, C, logits=q) if q > 1 else Sequence(1, C)
+            tr = build_iteration(self.model, Iteration((seq,) * B), **self.kw)
+            return self._sum(tr, self._is_attn)
+        return self._point(f"dattn:{q}:{B}:{C}", make)
+
+    def _prefill_attn_point(self, n: int, p: int) -> Cost:
+        def make():
+            tr = build_iteration(self.model, Iteration((Sequence(n, p),)), **self.kw)
+            return self._sum(tr, self._is_attn)
+        return self._point(f"pattn:{n}:{p}", make)
+
+    # ----------------------------------------------------------------- interpolated
+    def _interp1(self, grid, x, point) -> Cost:
+        lo, hi, w = _bracket(grid, x)
+        if x > grid[-1]:
+            return point(int(x))
+        a = point(lo)
+        return a if w == 0.0 else _lerp(a, point(hi), w)
+
+    def dense(self, T: int) -> Cost:
+        return self._interp1(self.token_grid, T, self._dense_point)
+
+    def lm_head(self, L: int) -> Cost:
+        return ZERO if L <= 0 else self._interp1(self.token_grid, L, self._lm_point)
+
+    def decode_attention(self, B: int, context_tokens: int, q: int = 1) -> Cost:
+        """``B`` sequences with ``context_tokens`` cached tokens in all, ``q`` new each."""
+        if B <= 0:
+            return ZERO
+        C = max(1.0, context_tokens / B)
+        b0, b1, wb = _bracket(self.batch_grid, B)
+        c0, c1, wc = _bracket(self.ctx_grid, C)
+        if C < self.ctx_grid[0]:
+            c0 = c1 = self.ctx_grid[0]  # below 16 tokens of context: costed as 16 (a kernel's minimum tile)
+        cap = self.model.max_context - q
+        c0, c1 = min(c0, cap), min(c1, cap)
+
+        def at(b):
+            a = self._decode_attn_point(q, b, c0)
+            return a if wc == 0.0 else _lerp(a, self._decode_attn_point(q, b, c1), wc)
+        lo = at(b0)
+        return lo if wb == 0.0 else _lerp(lo, at(b1), wb)
+
+    def prefill_attention(self, new: int, past: int) -> Cost:
+        n0, n1, wn = _bracket(self.token_grid, new)
+        p0, p1, wp = _bracket(self.past_grid, past)
+
+        def ok(n, p):
+            return min(p, max(0, self.model.max_context - n))
+
+        def at(n):
+            a = self._prefill_attn_point(n, ok(n, p0))
+            return a if wp == 0.0 else _lerp(a, self._prefill_attn_point(n, ok(n, p1)), wp)
+        lo = at(n0)
+        return lo if wn == 0.0 else _lerp(lo, at(n1), wn)
+
+    def iteration(self, prefill: list[tuple[int, int]] | tuple = (), decode_seqs: int = 0,
+                  decode_context_tokens: int = 0, decode_new: int = 1) -> Cost:
+        """Cost of one iteration: prefill chunks ``(new, past)`` plus ``decode_seqs`` sequences
+        with ``decode_context_tokens`` cached tokens in all and ``decode_new`` new tokens each
+        (``k + 1`` when verifying ``k`` drafted tokens, all with logits)."""
+        T = sum(n for n, _ in prefill) + decode_seqs * decode_new
+        L = len(prefill) + decode_seqs * decode_new
+        c = self.dense(T) + self.lm_head(L)
+        if decode_seqs:
+            c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
+        for n, p in prefill:
+            c = c + self.prefill_attention(n, p)
+        return c
+
+    def exact(self, prefill=(), decode_seqs: int = 0, decode_context: int = 0, decode_new: int = 1) -> Cost:
+        """The same iteration built by ``build_iteration`` and summed op by op (no grid):
+        decoding sequences all at ``decode_context`` cached tokens.  For tests."""
+        seqs = [Sequence(n, p) for n, p in prefill]
+        d = Sequence(decode_new, decode_context, logits=decode_new) if decode_new > 1 else Sequence(1, decode_context)
+        seqs += [d] * decode_seqs
+        tr = build_iteration(self.model, Iteration(tuple(seqs)), **self.kw)
+        return self._sum(tr, lambda t: True)

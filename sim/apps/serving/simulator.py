@@ -1,0 +1,467 @@
+"""The SimPy event simulation: requests arrive, a router assigns them to replicas, each
+replica runs iterations whose latency comes from the chip model (:mod:`.latency`).
+
+Processes: one arrival process (the workload, in arrival order), one process per replica
+(plan an iteration, wait its latency, complete it), one transfer process per KV move between
+disaggregated pools, and a monitor sampling the system state at fixed simulated intervals.
+SimPy breaks ties by event order, and every random draw comes from seeded generators, so a
+run is a pure function of its inputs.  The run stops when every request has finished or
+been dropped, or ``drain_s`` after the last arrival (what is left is reported unfinished).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import UnknownNameError, WorkloadError
+from .kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
+from .latency import ZERO, LatencyModel
+from .metrics import ServingResult, check_slos, summarise
+from .schedulers import DecodePoolScheduler, get_scheduler
+from .schedulers.base import Seq
+from .schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
+from .speculative import Speculative
+from .workload import LengthDist, Request, generate, load_trace
+
+ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
+#: vLLM's default cap on sequences per iteration (engine argument ``--max-num-seqs`` = 256)
+DEFAULT_MAX_BATCH = 256
+#: host link for swapping KV blocks: PCIe 5.0 x16, 32 GT/s x 16 lanes, 128b/130b ≈ 63 GB/s
+#: per direction (PCI-SIG PCIe 5.0 base specification)
+DEFAULT_SWAP_GB_PER_S = 63.0
+
+
+@dataclass
+class ServeConfig:
+    """Every parameter of a serving run (see :func:`serve`)."""
+
+    scheduler: str = "continuous"
+    rate_per_s: float | None = 8.0
+    duration_s: float | None = 60.0
+    num_requests: int | None = None
+    arrival: str = "poisson"
+    cv: float = 1.0
+    prompt: Any = 512
+    output: Any = 128
+    prefix_groups: int = 0
+    prefix_tokens: int = 0
+    trace: str | None = None
+    seed: int = 0
+    replicas: int = 1
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    router: str = "least_outstanding"
+    dtype: str | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    attention: str | None = None
+    fidelity: str = "high"
+    max_batch: int = DEFAULT_MAX_BATCH
+    token_budget: int | None = None
+    timeout_s: float | None = None
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+    memory_utilisation: float = DEFAULT_MEMORY_UTILISATION
+    kv_capacity_tokens: int | None = None
+    preemption: str = "recompute"
+    swap_gb_per_s: float = DEFAULT_SWAP_GB_PER_S
+    prefix_caching: bool = False
+    speculative_k: int = 0
+    speculative_alpha: Any = 0.7
+    draft_model: str | None = None
+    prefill_replicas: int | None = None
+    kv_link_gb_per_s: float | None = None
+    kv_link_latency_s: float | None = None
+    max_queue: int | None = None
+    drain_s: float | None = None
+    slos: dict = field(default_factory=dict)
+    price_per_chip_hour: float | None = None
+    samples: int = 400
+    cache_dir: Any = None
+    progress: bool = False
+
+
+class _Replica:
+    __slots__ = ("idx", "pool", "sched", "lat", "draft", "wake", "outstanding", "busy_s")
+
+    def __init__(self, idx, pool, sched, lat, draft):
+        self.idx, self.pool, self.sched, self.lat, self.draft = idx, pool, sched, lat, draft
+        self.wake = None
+        self.outstanding = 0
+        self.busy_s = 0.0
+
+
+def _check(cfg: ServeConfig) -> None:
+    def whole(name, lo=1):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise WorkloadError(f"{name}: must be a whole number >= {lo}, got {v!r}")
+    for n in ("replicas", "tensor_parallel", "pipeline_parallel", "max_batch", "block_tokens", "samples"):
+        whole(n)
+    if cfg.rate_per_s is not None and not (isinstance(cfg.rate_per_s, (int, float))
+                                           and math.isfinite(cfg.rate_per_s) and cfg.rate_per_s > 0):
+        raise WorkloadError(f"rate: must be a number > 0 requests/s, got {cfg.rate_per_s!r}")
+    if cfg.router not in ROUTERS:
+        raise UnknownNameError("router", cfg.router, ROUTERS)
+    if cfg.preemption not in ("recompute", "swap"):
+        raise UnknownNameError("preemption mode", cfg.preemption, ("recompute", "swap"))
+    for n in ("token_budget", "kv_capacity_tokens", "max_queue"):
+        if getattr(cfg, n) is not None:
+            whole(n, 0 if n == "max_queue" else 1)
+    for n in ("swap_gb_per_s", "kv_link_gb_per_s"):
+        v = getattr(cfg, n)
+        if v is not None and not v > 0:
+            raise WorkloadError(f"{n}: must be > 0, got {v!r}")
+    if cfg.speculative_k < 0:
+        raise WorkloadError(f"speculative_k: must be >= 0, got {cfg.speculative_k}")
+
+
+def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
+    if requests is not None:
+        reqs = tuple(requests)
+        if not reqs:
+            raise WorkloadError("requests: the workload is empty")
+        return reqs
+    if cfg.trace:
+        return load_trace(cfg.trace)
+    if cfg.rate_per_s is None:
+        raise WorkloadError("rate: give an arrival rate, a trace or a list of requests")
+    dur = None if cfg.num_requests else cfg.duration_s
+    return generate(rate_per_s=cfg.rate_per_s, duration_s=dur, num_requests=cfg.num_requests,
+                    arrival=cfg.arrival, cv=cfg.cv, prompt=cfg.prompt, output=cfg.output,
+                    prefix_groups=cfg.prefix_groups, prefix_tokens=cfg.prefix_tokens, seed=cfg.seed)
+
+
+def serve(chip, model, requests=None, **kwargs) -> ServingResult:
+    """Simulate serving ``model`` on replicas of ``chip``; returns a :class:`ServingResult`.
+
+    ``requests``: a sequence of :class:`~.workload.Request` (else generated from ``rate_per_s``,
+    ``duration_s`` or ``num_requests``, ``arrival``, ``prompt``, ``output``, ``seed``, or replayed
+    from ``trace``).  Every other keyword is a :class:`ServeConfig` field.
+    """
+    import simpy
+
+    from ...config.registry import load_chip
+    from ...engine.lower import Options
+    from ...inference import _computes, _peak_flops, default_dtype
+    from ...workload.llm import Parallelism, Precision
+    from ...workload.models import load_model_spec
+
+    unknown = sorted(set(kwargs) - set(ServeConfig.__dataclass_fields__))
+    if unknown:
+        raise UnknownNameError("serve parameter", unknown[0], list(ServeConfig.__dataclass_fields__))
+    cfg = ServeConfig(**kwargs)
+    _check(cfg)
+    slos = check_slos(cfg.slos)
+    if isinstance(chip, str):
+        chip = load_chip(chip)
+    spec = load_model_spec(model) if isinstance(model, str) else model
+    sched_cls = get_scheduler(cfg.scheduler)
+    reqs = _requests(cfg, requests)
+
+    dtype = cfg.dtype or default_dtype(chip)
+    precision = Precision(dtype=dtype, weight_dtype=cfg.weight_dtype, kv_dtype=cfg.kv_dtype)
+    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
+        precision = Precision(dtype=dtype, weight_dtype=cfg.weight_dtype, kv_dtype=cfg.kv_dtype or dtype,
+                              vector_dtype=dtype, quantised_lm_head=True)   # as sim.inference.run_llm
+    parallel = Parallelism(tensor=cfg.tensor_parallel, pipeline=cfg.pipeline_parallel)
+    options = Options(fidelity=cfg.fidelity)
+    lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir)
+    spec_dec = Speculative(cfg.speculative_k, cfg.speculative_alpha if not isinstance(cfg.speculative_alpha, list)
+                           else tuple(cfg.speculative_alpha), cfg.draft_model) if cfg.speculative_k else None
+    draft = None
+    draft_spec = None
+    if spec_dec and cfg.draft_model:
+        draft_spec = load_model_spec(cfg.draft_model)
+        draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir)
+
+    # ---- KV capacity of one replica
+    from ...workload.llm import weight_bytes
+
+    chips_per_replica = parallel.tensor * parallel.pipeline
+    per_token = spec.kv_bytes_per_token(precision.kv_format)
+    w = weight_bytes(spec, precision)
+    if draft_spec is not None:
+        per_token += draft_spec.kv_bytes_per_token(precision.kv_format)
+        w += weight_bytes(draft_spec, precision)
+    cap = chip.memory.dram.capacity_bytes * chips_per_replica
+    if not 0 < cfg.memory_utilisation <= 1:
+        raise WorkloadError(f"memory_utilisation: must be in (0, 1], got {cfg.memory_utilisation}")
+    if cfg.kv_capacity_tokens is not None:
+        blocks = cfg.kv_capacity_tokens // cfg.block_tokens
+    else:
+        budget = cap * cfg.memory_utilisation - w
+        if budget <= 0:
+            raise WorkloadError(
+                f"kv_capacity_tokens: {spec.name} weights ({w / 1e9:,.1f} GB) leave no KV cache on "
+                f"{chips_per_replica} x {chip.name} ({cap * cfg.memory_utilisation / 1e9:,.1f} GB usable); "
+                "use more --tensor-parallel or narrower weights")
+        blocks = int(budget // (per_token * cfg.block_tokens))
+    extra_tokens = (cfg.speculative_k + 1) if spec_dec else 1
+    big = max(reqs, key=lambda r: r.prompt_tokens + r.output_tokens)
+    need = -(-(big.prompt_tokens + big.output_tokens + extra_tokens) // cfg.block_tokens)
+    if need > blocks:
+        raise WorkloadError(
+            f"kv_capacity_tokens: the KV cache of one replica holds {blocks * cfg.block_tokens:,} tokens "
+            f"({blocks:,} blocks of {cfg.block_tokens}), smaller than one request (request {big.id}: "
+            f"{big.prompt_tokens} prompt + {big.output_tokens} output tokens)")
+    too_long = next((r for r in reqs if r.prompt_tokens + r.output_tokens + extra_tokens > spec.max_context), None)
+    if too_long is not None:
+        raise WorkloadError(f"request {too_long.id}: prompt_tokens + output_tokens = "
+                            f"{too_long.prompt_tokens + too_long.output_tokens} exceeds max_context "
+                            f"{spec.max_context} of {spec.name}")
+
+    # ---- replicas
+    default_budget = DEFAULT_CHUNK_TOKENS if sched_cls.name == "chunked_prefill" else max(spec.max_context, 2048)
+    token_budget = cfg.token_budget or default_budget
+    swap_bps = cfg.swap_gb_per_s * 1e9
+    policy = {"timeout_s": cfg.timeout_s} if cfg.timeout_s is not None else {}
+    env = simpy.Environment()
+    replicas: list[_Replica] = []
+
+    def make(idx, pool, cls):
+        kv = KVCache(blocks, cfg.block_tokens, cfg.prefix_caching)
+        rng = np.random.default_rng([cfg.seed, 7, idx])
+        s = cls(kv, max_batch=cfg.max_batch, token_budget=token_budget, preemption=cfg.preemption,
+                swap_bytes_per_s=swap_bps, kv_bytes_per_token=per_token, speculative=spec_dec, rng=rng, **policy)
+        r = _Replica(idx, pool, s, lat, draft)
+        replicas.append(r)
+        return r
+
+    if sched_cls.disaggregated:
+        if cfg.replicas < 2:
+            raise WorkloadError("replicas: disaggregated serving needs >= 2 replicas (prefill and decode pools)")
+        npre = cfg.prefill_replicas or max(1, cfg.replicas // 2)
+        if not 1 <= npre < cfg.replicas:
+            raise WorkloadError(f"prefill_replicas: must be in 1..{cfg.replicas - 1}, got {npre}")
+        front = [make(i, "prefill", sched_cls) for i in range(npre)]
+        back = [make(npre + i, "decode", DecodePoolScheduler) for i in range(cfg.replicas - npre)]
+        ic = chip.interconnect
+        link_bps = (cfg.kv_link_gb_per_s * 1e9 if cfg.kv_link_gb_per_s else
+                    (ic.chip_bytes_per_s if ic is not None else None))
+        if link_bps is None:
+            raise WorkloadError(f"kv_link_gb_per_s: {chip.name} has no interconnect; give the KV link's bandwidth")
+        link_bps *= chips_per_replica
+        link_lat = (cfg.kv_link_latency_s if cfg.kv_link_latency_s is not None else
+                    (ic.link_latency_ns * 1e-9 if ic is not None else 0.0))
+    else:
+        front = [make(i, "all", sched_cls) for i in range(cfg.replicas)]
+        back = []
+        link_bps, link_lat = None, 0.0
+
+    n_req = len(reqs)
+    state = {"finished": 0, "dropped": 0, "arrived": 0, "last_event_s": 0.0, "transferring": 0}
+    seqs: list[Seq | None] = [None] * n_req
+    dropped: list[int] = []
+    done = env.event()
+    its: list[tuple] = []
+
+    def wake(rep):
+        if rep.wake is not None and not rep.wake.triggered:
+            rep.wake.succeed()
+
+    def check_done():
+        if state["finished"] + state["dropped"] >= n_req and not done.triggered:
+            done.succeed()
+
+    def on_finish(rep):
+        def f(seq):
+            rep.outstanding -= seq.req.prompt_tokens + seq.req.output_tokens
+            state["finished"] += 1
+            state["last_event_s"] = env.now
+            check_done()
+        return f
+
+    for r in replicas:
+        r.sched.on_finish = on_finish(r)
+
+    def least(pool):
+        return min(pool, key=lambda r: (r.outstanding, r.idx))
+
+    rr = {"i": 0}
+
+    def route(req):
+        pool = front
+        if cfg.router == "round_robin":
+            r = pool[rr["i"] % len(pool)]
+            rr["i"] += 1
+            return r
+        if cfg.router == "prefix_affinity" and req.prefix_id is not None:
+            return pool[zlib.crc32(req.prefix_id.encode()) % len(pool)]
+        return least(pool)
+
+    def transfer(seq, src):
+        state["transferring"] += 1
+        t = seq.ctx * per_token / link_bps + link_lat
+        seq.transfer_s = t
+        yield env.timeout(t)
+        src.sched.transferred(seq)
+        src.outstanding -= seq.req.prompt_tokens + seq.req.output_tokens
+        dst = least(back)
+        dst.outstanding += seq.req.prompt_tokens + seq.req.output_tokens
+        seq.replica = dst.idx
+        dst.sched.receive(seq, env.now)
+        state["transferring"] -= 1
+        wake(dst)
+
+    for r in front:
+        if back:
+            r.sched.on_prefilled = (lambda rep: (lambda seq: (setattr(seq, "prefill_replica", rep.idx),
+                                                              env.process(transfer(seq, rep)))))(r)
+
+    def arrivals():
+        for req in reqs:
+            if req.arrival_s > env.now:
+                yield env.timeout(req.arrival_s - env.now)
+            state["arrived"] += 1
+            rep = route(req)
+            if cfg.max_queue is not None and rep.sched.queued >= cfg.max_queue:
+                dropped.append(req.id)
+                state["dropped"] += 1
+                check_done()
+                continue
+            s = Seq(req, rep.idx, env.now)
+            seqs[req.id] = s
+            rep.outstanding += req.prompt_tokens + req.output_tokens
+            rep.sched.add(s, env.now)
+            wake(rep)
+        for rep in replicas:
+            rep.sched.arrivals_done = True
+            wake(rep)
+
+    def cost(rep, b):
+        pre = [(n, s.ctx) for s, n in b.prefill]
+        nd = len(b.decode) + b.padded
+        ctx = sum(s.ctx for s in b.decode) + b.padded_context_tokens
+        q = rep.sched.q
+        c = rep.lat.iteration(pre, nd, ctx, q)
+        if rep.draft is not None and (nd or pre):
+            c = c + rep.draft.iteration(pre, nd, ctx, 1)
+            if nd and spec_dec.k > 1:
+                c = c + rep.draft.iteration((), nd, ctx, 1).scale(spec_dec.k - 1)
+        return c
+
+    def replica(rep):
+        sched = rep.sched
+        while True:
+            p = sched.plan(env.now)
+            if p is None:
+                rep.wake = env.event()
+                yield rep.wake
+                rep.wake = None
+                continue
+            if isinstance(p, float):
+                rep.wake = env.event()
+                yield env.any_of([rep.wake, env.timeout(max(0.0, p - env.now))])
+                rep.wake = None
+                continue
+            c = cost(rep, p) if (p.prefill or p.decode or p.padded) else ZERO
+            start = env.now
+            dt = c.seconds + p.extra_s
+            yield env.timeout(dt)
+            rep.busy_s += dt
+            pt = 0
+            for _, n in p.prefill:
+                pt += n
+            its.append((rep.idx, rep.pool, start, env.now, pt, len(p.prefill), len(p.decode), p.padded,
+                        sum(s.ctx for s in p.decode), len(sched.waiting), len(sched.running),
+                        sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s))
+            sched.complete(p, env.now)
+            state["last_event_s"] = env.now
+
+    last_arrival = reqs[-1].arrival_s if reqs else 0.0
+    drain = cfg.drain_s if cfg.drain_s is not None else max(60.0, last_arrival)
+    limit = last_arrival + drain
+    timeline: list[tuple] = []
+    step = max(limit / cfg.samples, 1e-6)
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=round(last_arrival, 1), unit="sim s", file=sys.stderr, desc="serve", leave=False)
+
+    def monitor():
+        while True:
+            waiting = sum(r.sched.queued for r in replicas)
+            running = sum(len(r.sched.running) for r in replicas)
+            used = sum(r.sched.kv.used for r in replicas)
+            total = sum(r.sched.kv.total for r in replicas)
+            timeline.append((env.now, state["arrived"] - state["finished"] - state["dropped"], waiting, running,
+                             used / total))
+            if bar is not None:
+                bar.n = round(min(env.now, last_arrival), 1)
+                bar.refresh()
+            yield env.timeout(step)
+
+    env.process(arrivals())
+    for r in replicas:
+        env.process(replica(r))
+    env.process(monitor())
+    env.run(until=env.any_of([done, env.timeout(limit)]))
+    if bar is not None:
+        bar.close()
+    for m in (lat, draft):
+        if m is not None:
+            m.flush()
+    end_s = env.now if done.triggered else limit
+
+    # ---- tables
+    import pandas as pd
+
+    rows = []
+    for req in reqs:
+        s = seqs[req.id]
+        if s is None:
+            rows.append({"id": req.id, "replica": None, "arrival_s": req.arrival_s, "prompt_tokens": req.prompt_tokens,
+                         "output_tokens": req.output_tokens, "prefix_id": req.prefix_id, "cached_tokens": 0,
+                         "generated": 0, "first_sched_s": np.nan, "first_token_s": np.nan, "finish_s": np.nan,
+                         "queue_s": np.nan, "ttft_s": np.nan, "tpot_s": np.nan, "e2e_s": np.nan,
+                         "preemptions": 0, "prefill_replica": None, "kv_transfer_s": 0.0,
+                         "status": "dropped" if req.id in set(dropped) else "unfinished"})
+            continue
+        ft = s.first_token_s if s.first_token_s is not None else np.nan
+        tpot = ((s.last_token_s - s.first_token_s) / (s.generated - 1)
+                if s.generated > 1 and s.first_token_s is not None else np.nan)
+        rows.append({"id": req.id, "replica": s.replica, "arrival_s": req.arrival_s,
+                     "prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens,
+                     "prefix_id": req.prefix_id, "cached_tokens": s.cached_tokens, "generated": s.generated,
+                     "first_sched_s": s.first_sched_s if s.first_sched_s is not None else np.nan,
+                     "first_token_s": ft, "finish_s": s.finish_s if s.finish_s is not None else np.nan,
+                     "queue_s": (s.first_sched_s - req.arrival_s) if s.first_sched_s is not None else np.nan,
+                     "ttft_s": ft - req.arrival_s, "tpot_s": tpot,
+                     "e2e_s": (s.finish_s - req.arrival_s) if s.finish_s is not None else np.nan,
+                     "preemptions": s.preemptions, "prefill_replica": s.prefill_replica,
+                     "kv_transfer_s": s.transfer_s, "status": "finished" if s.done else "unfinished"})
+    req_df = pd.DataFrame(rows)
+    it_df = pd.DataFrame(its, columns=["replica", "pool", "start_s", "end_s", "prefill_tokens", "prefill_seqs",
+                                       "decode_seqs", "padded_seqs", "decode_context_tokens", "waiting", "running",
+                                       "kv_used_blocks", "kv_blocks", "energy_j", "flops", "dram_bytes", "swap_s"])
+    tl_df = pd.DataFrame(timeline, columns=["time_s", "in_system", "waiting", "running", "kv_utilisation"])
+    kvs = [r.sched.kv.stats() for r in replicas]
+    kv_stats = {k: sum(d[k] for d in kvs) for k in ("prefix_lookups", "prefix_hits", "prefix_evictions")}
+    kv_stats["prefix_hit_rate"] = kv_stats["prefix_hits"] / kv_stats["prefix_lookups"] if kv_stats["prefix_lookups"] else 0.0
+    hit_tok = sum(r.sched.kv.hit_tokens for r in replicas)
+    look_tok = sum(r.sched.kv.lookup_tokens for r in replicas)
+    kv_stats["prefix_token_hit_rate"] = hit_tok / look_tok if look_tok else 0.0
+    chips = chips_per_replica * len(replicas)
+    extra = {"chip": chip.name, "model": spec.name, "scheduler": sched_cls.name, "replicas": len(replicas),
+             "tensor_parallel": cfg.tensor_parallel, "kv_blocks_per_replica": blocks,
+             "kv_tokens_per_replica": blocks * cfg.block_tokens, "token_budget": token_budget,
+             "swaps": sum(r.sched.swaps for r in replicas),
+             "grid_points_simulated": lat.simulated + (draft.simulated if draft else 0),
+             "grid_points_cached": len(lat.table)}
+    if spec_dec:
+        extra["speculative_expected_tokens_per_step"] = spec_dec.expected_tokens_per_step()
+    summary = summarise(req_df, it_df, tl_df, slos=slos, chips=chips, peak_flops=_peak_flops(chip, dtype),
+                        peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+                        price_per_chip_hour=cfg.price_per_chip_hour, end_s=end_s, kv_stats=kv_stats, extra=extra)
+    conf = asdict(cfg)
+    conf["prompt"] = repr(cfg.prompt)
+    conf["output"] = repr(cfg.output)
+    res = ServingResult(req_df, it_df, tl_df, summary, conf)
+    object.__setattr__(res, "_replicas", replicas)   # for tests: the final KV state
+    return res

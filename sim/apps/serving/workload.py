@@ -1,0 +1,265 @@
+"""Request workloads: arrival processes, prompt/output length distributions, trace replay.
+
+Every generator draws from one seeded :class:`numpy.random.Generator`, so a workload is a
+pure function of its parameters and seed.  A request is a frozen :class:`Request`;
+a workload is a tuple of them sorted by arrival time (ties keep generation order).
+
+Arrivals: ``poisson`` (exponential gaps, mean 1/rate), ``gamma`` (gamma-distributed gaps
+with the same mean and coefficient of variation ``cv``: cv > 1 is burstier than Poisson,
+cv = 1 is Poisson), ``fixed`` (gaps of exactly 1/rate).  Lengths: ``fixed``, ``uniform``
+(integers in [low, high]), ``lognormal`` (given the mean and sigma of the underlying
+normal's log, clipped to [low, high]), ``empirical`` (resampled from a file of integers,
+one per line or a CSV column).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import WorkloadError
+
+ARRIVALS = ("poisson", "gamma", "fixed")
+LENGTHS = ("fixed", "uniform", "lognormal", "empirical")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: when it arrives, how long its prompt is, how many tokens it generates.
+
+    ``prefix_id``: requests with the same id share their first ``prefix_tokens`` prompt
+    tokens (a system prompt, a conversation history), which a prefix cache can reuse.
+    """
+
+    id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    prefix_id: str | None = None
+    prefix_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.arrival_s, (int, float)) and math.isfinite(self.arrival_s) and self.arrival_s >= 0):
+            raise WorkloadError(f"request {self.id}: arrival_s must be a finite number >= 0, got {self.arrival_s!r}")
+        for name in ("prompt_tokens", "output_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise WorkloadError(f"request {self.id}: {name} must be a whole number >= 1, got {v!r}")
+        if not (0 <= self.prefix_tokens <= self.prompt_tokens):
+            raise WorkloadError(f"request {self.id}: prefix_tokens must be in 0..prompt_tokens "
+                                f"({self.prompt_tokens}), got {self.prefix_tokens}")
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of token counts (see the module notes)."""
+
+    kind: str = "fixed"
+    value: int = 512                 # fixed
+    low: int = 1                     # uniform / clip
+    high: int = 1 << 20              # uniform / clip
+    mean_log: float = 6.0            # lognormal: mean of log(length)
+    sigma_log: float = 0.5           # lognormal: std of log(length)
+    values: tuple[int, ...] = ()     # empirical
+
+    def __post_init__(self) -> None:
+        if self.kind not in LENGTHS:
+            raise WorkloadError(f"length distribution: kind must be one of {', '.join(LENGTHS)}, got {self.kind!r}")
+        if self.kind == "fixed" and self.value < 1:
+            raise WorkloadError(f"length distribution: value must be >= 1, got {self.value}")
+        if self.low < 1 or self.high < self.low:
+            raise WorkloadError(f"length distribution: need 1 <= low <= high, got low={self.low}, high={self.high}")
+        if self.kind == "lognormal" and not self.sigma_log >= 0:
+            raise WorkloadError(f"length distribution: sigma_log must be >= 0, got {self.sigma_log}")
+        if self.kind == "empirical" and (not self.values or min(self.values) < 1):
+            raise WorkloadError("length distribution: empirical needs at least one value, all >= 1")
+
+    @classmethod
+    def from_file(cls, path: str | Path, column: str | None = None) -> "LengthDist":
+        """Empirical lengths from a file: one integer per line, or a CSV with ``column``."""
+        p = Path(path)
+        if not p.exists():
+            raise WorkloadError(f"length file {p} does not exist")
+        vals: list[int] = []
+        with p.open() as f:
+            if column:
+                for i, row in enumerate(csv.DictReader(f), start=2):
+                    try:
+                        vals.append(int(float(row[column])))
+                    except (KeyError, TypeError, ValueError):
+                        raise WorkloadError(f"{p}:{i}: column {column!r} is missing or not a number") from None
+            else:
+                for i, line in enumerate(f, start=1):
+                    if line.strip():
+                        try:
+                            vals.append(int(float(line)))
+                        except ValueError:
+                            raise WorkloadError(f"{p}:{i}: not a number: {line.strip()!r}") from None
+        return cls(kind="empirical", values=tuple(vals))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(n, self.value, dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(self.low, self.high + 1, size=n, dtype=np.int64)
+        if self.kind == "lognormal":
+            x = np.rint(rng.lognormal(self.mean_log, self.sigma_log, size=n)).astype(np.int64)
+            return np.clip(x, self.low, self.high)
+        return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
+
+    @property
+    def max_value(self) -> int:
+        if self.kind == "fixed":
+            return self.value
+        if self.kind == "empirical":
+            return max(self.values)
+        return self.high
+
+
+def arrival_times(kind: str, rate_per_s: float, n: int, rng: np.random.Generator, cv: float = 1.0) -> np.ndarray:
+    """``n`` arrival times (seconds, first gap included) of a process with mean ``rate_per_s``."""
+    if kind not in ARRIVALS:
+        raise WorkloadError(f"arrival: must be one of {', '.join(ARRIVALS)}, got {kind!r}")
+    if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise WorkloadError(f"rate: must be a number > 0 requests/s, got {rate_per_s!r}")
+    if kind == "gamma" and not cv > 0:
+        raise WorkloadError(f"cv: the gamma arrivals' coefficient of variation must be > 0, got {cv!r}")
+    mean = 1.0 / rate_per_s
+    if kind == "poisson":
+        gaps = rng.exponential(mean, size=n)
+    elif kind == "gamma":
+        shape = 1.0 / (cv * cv)            # gamma: CV = 1/sqrt(shape), mean = shape * scale
+        gaps = rng.gamma(shape, mean / shape, size=n)
+    else:
+        gaps = np.full(n, mean)
+    return np.cumsum(gaps)
+
+
+def generate(*, rate_per_s: float, duration_s: float | None = None, num_requests: int | None = None,
+             arrival: str = "poisson", cv: float = 1.0, prompt: LengthDist | int = 512,
+             output: LengthDist | int = 128, prefix_groups: int = 0, prefix_tokens: int = 0,
+             seed: int = 0) -> tuple[Request, ...]:
+    """Requests arriving over ``duration_s`` seconds, or exactly ``num_requests`` of them.
+
+    ``prefix_groups`` > 0: each request belongs to one of that many shared-prefix groups
+    (uniformly drawn) whose first ``prefix_tokens`` prompt tokens are common.
+    """
+    if duration_s is None and num_requests is None:
+        raise WorkloadError("workload: give duration_s or num_requests")
+    if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
+        raise WorkloadError(f"duration: must be > 0 seconds, got {duration_s!r}")
+    if num_requests is not None and num_requests < 1:
+        raise WorkloadError(f"num_requests: must be >= 1, got {num_requests!r}")
+    prompt = prompt if isinstance(prompt, LengthDist) else LengthDist("fixed", value=int(prompt))
+    output = output if isinstance(output, LengthDist) else LengthDist("fixed", value=int(output))
+    rng = np.random.default_rng(seed)
+    if num_requests is None:
+        # enough arrivals to cover the duration with overwhelming probability, then cut
+        n = int(rate_per_s * duration_s + 10 * math.sqrt(rate_per_s * duration_s * max(1.0, cv * cv)) + 10)
+        t = arrival_times(arrival, rate_per_s, n, rng, cv)
+        t = t[t < duration_s]
+    else:
+        t = arrival_times(arrival, rate_per_s, int(num_requests), rng, cv)
+    n = len(t)
+    p = prompt.sample(rng, n)
+    o = output.sample(rng, n)
+    groups = rng.integers(0, prefix_groups, size=n) if prefix_groups > 0 else None
+    out = []
+    for i in range(n):
+        pid = f"p{int(groups[i])}" if groups is not None else None
+        pt = min(int(prefix_tokens), int(p[i])) if pid is not None else 0
+        out.append(Request(i, float(t[i]), int(p[i]), int(o[i]), pid, pt))
+    return tuple(out)
+
+
+_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+def _row_to_request(i: int, row: dict[str, Any], where: str) -> Request:
+    for f in _FIELDS:
+        if f not in row or row[f] in (None, ""):
+            raise WorkloadError(f"{where}: field {f!r} is missing (a trace needs {', '.join(_FIELDS)}; "
+                                "optional prefix_id, prefix_tokens)")
+    try:
+        arr = float(row["arrival_s"])
+    except (TypeError, ValueError):
+        raise WorkloadError(f"{where}: field 'arrival_s' is not a number: {row['arrival_s']!r}") from None
+    vals = {}
+    for f in ("prompt_tokens", "output_tokens", "prefix_tokens"):
+        v = row.get(f)
+        if f == "prefix_tokens" and v in (None, ""):
+            vals[f] = None
+            continue
+        try:
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise WorkloadError(f"{where}: field {f!r} is not a number: {v!r}") from None
+        if fv != int(fv):
+            raise WorkloadError(f"{where}: field {f!r} must be a whole number, got {v!r}")
+        vals[f] = int(fv)
+    pid = row.get("prefix_id")
+    pid = None if pid in (None, "") else str(pid)
+    pt = vals["prefix_tokens"]
+    if pt is None:
+        pt = vals["prompt_tokens"] if pid is not None else 0
+    try:
+        return Request(i, arr, vals["prompt_tokens"], vals["output_tokens"], pid, pt)
+    except WorkloadError as e:
+        raise WorkloadError(f"{where}: {e}") from None
+
+
+def load_trace(path: str | Path) -> tuple[Request, ...]:
+    """Replay a trace: CSV with a header or JSONL, fields ``arrival_s``, ``prompt_tokens``,
+    ``output_tokens`` and optionally ``prefix_id``, ``prefix_tokens`` (default: the whole
+    prompt is the shared prefix when ``prefix_id`` is given).  Sorted by arrival time."""
+    p = Path(path)
+    if not p.exists():
+        raise WorkloadError(f"trace {p} does not exist")
+    rows: list[tuple[str, dict]] = []
+    if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        with p.open() as f:
+            for ln, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise WorkloadError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
+                if not isinstance(obj, dict):
+                    raise WorkloadError(f"{p}:{ln}: each line must be a JSON object")
+                rows.append((f"{p}:{ln}", obj))
+    else:
+        with p.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None:
+                raise WorkloadError(f"{p}: empty trace")
+            missing = [c for c in _FIELDS if c not in reader.fieldnames]
+            if missing:
+                raise WorkloadError(f"{p}:1: field {missing[0]!r} is missing from the header "
+                                    f"(found {', '.join(reader.fieldnames)})")
+            for ln, row in enumerate(reader, start=2):
+                rows.append((f"{p}:{ln}", row))
+    if not rows:
+        raise WorkloadError(f"{p}: the trace has no requests")
+    reqs = [_row_to_request(i, row, where) for i, (where, row) in enumerate(rows)]
+    order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_s, i))
+    return tuple(Request(k, reqs[i].arrival_s, reqs[i].prompt_tokens, reqs[i].output_tokens, reqs[i].prefix_id,
+                         reqs[i].prefix_tokens) for k, i in enumerate(order))
+
+
+def save_trace(requests, path: str | Path) -> Path:
+    """Write requests as a CSV trace that :func:`load_trace` reads back."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["arrival_s", "prompt_tokens", "output_tokens", "prefix_id", "prefix_tokens"])
+        for r in requests:
+            w.writerow([repr(float(r.arrival_s)), r.prompt_tokens, r.output_tokens, r.prefix_id or "",
+                        r.prefix_tokens if r.prefix_id else ""])
+    return p
