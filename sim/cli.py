@@ -162,10 +162,37 @@ def _plot(args) -> int:
 # ----------------------------------------------------------------------------- parser
 
 
+def cmd_cache(args) -> int:
+    import dataclasses
+
+    from .engine import run_cache
+
+    if args.action == "clear":
+        removed = run_cache.clear()
+        print(f"removed {removed:,} cached engine run(s) from {run_cache.cache_dir()}")
+        return 0
+    info = run_cache.info()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(info)))
+        return 0
+    print(f"engine-run cache at {info.folder} ({'on' if info.enabled else 'off: SIM_NO_CACHE is set'})")
+    _print_kv({"runs": f"{info.runs:,} ({info.runs_this_version:,} of this physics version {info.physics_version})",
+               "size": f"{info.size_bytes / 2**20:,.1f} MiB of {info.limit_bytes / 2**20:,.0f} MiB "
+                       "(SIM_CACHE_MAX_MB; least recently used runs go first)"})
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sim", description="Cycle-level simulator of AI accelerators for LLM inference.")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the on-disk cache of engine runs (same answers, computed afresh)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+
+    cc = sub.add_parser("cache", help="the on-disk cache of engine runs: where it is, how big, clear it")
+    cc.add_argument("action", choices=["info", "clear"], help="info: folder, runs and size; clear: delete every run")
+    cc.add_argument("--json", action="store_true", help="print one JSON object")
+    cc.set_defaults(func=cmd_cache)
 
     def chip_opts(sp):
         sp.add_argument("chip", help="chip YAML path or a name from arch_configs/ (see `sim list chips`)")
@@ -246,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = os.environ.get("SIM_DEBUG", "") not in ("", "0")
+    saved_no_cache = os.environ.get("SIM_NO_CACHE")
+    if getattr(args, "no_cache", False):
+        os.environ["SIM_NO_CACHE"] = "1"  # an environment variable, so that sweep workers inherit it
     try:
         return int(args.func(args) or 0)
     except SimError as exc:
@@ -264,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"internal error: {type(exc).__name__}: {exc}\n(this is a bug in sim; rerun with SIM_DEBUG=1 "
               "for a traceback and please report it)", file=sys.stderr)
         return 3
+    finally:
+        if saved_no_cache is None:
+            os.environ.pop("SIM_NO_CACHE", None)
+        else:
+            os.environ["SIM_NO_CACHE"] = saved_no_cache
 
 
 if __name__ == "__main__":  # pragma: no cover

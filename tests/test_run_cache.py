@@ -1,0 +1,144 @@
+"""The on-disk cache of engine runs: identical answers, safe sharing, bounded size."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim
+from sim.engine import run as R
+from sim.engine import run_cache
+from sim.kernels import engine as K
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SIM_NO_CACHE", raising=False)
+    monkeypatch.setitem(run_cache._state, "unwritable", False)
+    R.clear_cache()
+    yield tmp_path / "cache"
+    R.clear_cache()
+
+
+def _fields(r) -> dict:
+    keep = ("cycles", "compute_cycles", "stall_cycles", "seconds", "dram_read_bytes", "dram_write_bytes", "energy_pj")
+    return {k: getattr(r, k) for k in keep}
+
+
+def test_a_stored_run_gives_the_identical_answer_without_running_the_engine(cache, monkeypatch):
+    chip = sim.load_chip("h200_sxm")
+    first = sim.simulate_gemm(chip, m=512, k=1024, n=768)
+    stored = list(cache.rglob("*.npz"))
+    assert stored, "the run was written to disk"
+    R.clear_cache()  # a new process: nothing in memory
+
+    def no_engine(*a, **k):
+        raise AssertionError("the engine ran although every run was on disk")
+
+    monkeypatch.setattr(K, "run_tiled", no_engine)
+    again = sim.simulate_gemm(chip, m=512, k=1024, n=768)
+    assert _fields(again) == _fields(first)
+    assert again.to_json() == first.to_json()
+
+
+def test_no_cache_runs_the_engine_and_writes_nothing(cache, monkeypatch):
+    monkeypatch.setenv("SIM_NO_CACHE", "1")
+    sim.simulate_gemm("npu_128x128", m=256, k=256, n=256)
+    assert not list(cache.rglob("*.npz"))
+
+
+def test_a_damaged_file_is_a_miss_and_is_replaced(cache):
+    chip = sim.load_chip("npu_128x128")
+    good = sim.simulate_gemm(chip, m=300, k=200, n=100)
+    for f in cache.rglob("*.npz"):
+        f.write_bytes(b"not a zip file")
+    R.clear_cache()
+    again = sim.simulate_gemm(chip, m=300, k=200, n=100)
+    assert _fields(again) == _fields(good)
+    for f in cache.rglob("*.npz"):
+        with np.load(f) as z:
+            assert "stats" in z.files
+
+
+def test_a_new_physics_version_never_reads_old_runs(cache, monkeypatch):
+    chip = sim.load_chip("npu_128x128")
+    sim.simulate_gemm(chip, m=128, k=128, n=128)
+    old = {p.parent.parent.name for p in cache.rglob("*.npz")}
+    monkeypatch.setattr(run_cache, "kernel_source_hash", lambda: "another-kernel")
+    R.clear_cache()
+    calls = []
+    real = K.run_tiled
+    monkeypatch.setattr(K, "run_tiled", lambda *a: (calls.append(1), real(*a))[1])
+    sim.simulate_gemm(chip, m=128, k=128, n=128)
+    assert calls, "the engine ran again under the new version"
+    assert {p.parent.parent.name for p in cache.rglob("*.npz")} == old | {"another-kernel"}
+
+
+def test_least_recently_used_runs_are_evicted_past_the_bound(cache):
+    cache.mkdir(parents=True)
+    folder = cache / "v" / "aa"
+    folder.mkdir(parents=True)
+    for i in range(10):
+        p = folder / f"{i:02d}.npz"
+        p.write_bytes(b"x" * 1000)
+        os.utime(p, (1000 + i, 1000 + i))
+    assert run_cache._evict(limit_bytes=5000) > 0
+    left = sorted(p.name for p in folder.iterdir())
+    assert sum((folder / n).stat().st_size for n in left) <= 0.75 * 5000
+    assert left == [f"{i:02d}.npz" for i in range(10 - len(left), 10)], "the newest files stay"
+
+
+def test_an_unwritable_cache_folder_does_not_stop_a_simulation(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("SIM_CACHE_DIR", str(blocker / "cache"))  # a folder inside a file: cannot exist
+    monkeypatch.setitem(run_cache._state, "unwritable", False)
+    R.clear_cache()
+    r = sim.simulate_gemm("npu_128x128", m=64, k=64, n=64)
+    assert r.cycles > 0
+    R.clear_cache()
+
+
+_CHILD = """
+import json, sys
+import sim
+r = sim.simulate_gemm("h200_sxm", m=int(sys.argv[1]), k=1024, n=1024)
+print(json.dumps([r.cycles, r.dram_read_bytes, r.energy_pj]))
+"""
+
+
+def test_concurrent_processes_share_the_cache_and_agree(cache):
+    env = {**os.environ, "SIM_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    env.pop("SIM_NO_CACHE", None)
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, "640"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    answers = {o[0].strip().splitlines()[-1] for o in outs}
+    assert len(answers) == 1
+    assert not list(cache.rglob(".tmp-*")), "no half-written file is left behind"
+    uncached = subprocess.run([sys.executable, "-c", _CHILD, "640"], env={**env, "SIM_NO_CACHE": "1"},
+                              capture_output=True, text=True, timeout=600)
+    assert json.loads(uncached.stdout.strip().splitlines()[-1]) == json.loads(answers.pop())
+
+
+def test_cli_cache_info_and_clear(cache, capsys):
+    from sim.cli import main
+
+    sim.simulate_gemm("npu_128x128", m=96, k=96, n=96)
+    assert main(["cache", "info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["runs"] >= 1 and info["folder"] == str(cache) and info["enabled"]
+    assert main(["cache", "clear"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert not list(cache.rglob("*.npz"))
+    assert main(["--no-cache", "gemm", "npu_128x128", "--m", "32", "--k", "32", "--n", "32", "--json"]) == 0
+    assert not list(cache.rglob("*.npz"))
