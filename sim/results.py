@@ -10,17 +10,45 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class OpResult:
+    """One op simulated on one chip.
+
+    Times and counts (floats unless said otherwise):
+
+    * ``name``, ``kind`` - the op's name and kind (``gemm``, ``attention``, ``vector``,
+      ``copy``, ``collective``, ``conv2d``)
+    * ``cycles`` - total core cycles, stalls included; ``compute_cycles`` - the busiest
+      core's array/vector busy cycles; ``stall_cycles`` = ``cycles - compute_cycles``
+    * ``seconds`` - ``cycles`` at the chip's clock (launch overheads included)
+    * ``macs`` (int), ``flops`` - work of one instance of the op
+    * ``utilization`` - ``macs / (cycles x the chip's peak MACs per cycle in the op's format)``
+    * ``dram_read_bytes``, ``dram_write_bytes``, ``l2_hit_bytes``, ``sram_read_bytes``,
+      ``sram_write_bytes`` - bytes moved at each level (:attr:`dram_bytes` is read + write)
+    * ``energy_pj`` and ``energy_breakdown_pj`` (per memory level, ``mac``, ``vector``,
+      ``noc``, ``static``)
+    * ``roofline_cycles`` - max(compute bound, memory bound) at peak rates, simulated traffic
+    * ``bound`` - ``compute`` or ``memory``: the roofline's class at the op's own arithmetic
+      intensity; ``traffic_bound`` - the same with the DRAM bytes the mapping really moves
+    * ``arithmetic_intensity`` - FLOPs per compulsory DRAM byte (each input read and the
+      output written once); ``dram_intensity`` - FLOPs per simulated DRAM byte
+    * ``achieved_dram_bytes_per_s`` - DRAM bytes / seconds
+    * ``mapping`` - distribution over cores, tile sizes, loop order, split-K, the array,
+      dataflow and rate used, the size of the search space
+    * ``memory`` - ``modeled`` (SRAM + DRAM timing) or ``ideal`` (stall-free compute)
+    * ``details`` - engine counters (tile loads, DRAM row hits, refreshes, ...)
+    * ``repeat`` - how many times the op runs in its workload (totals multiply by it)
+    """
+
     name: str
-    kind: str                    # gemm | attention | vector | copy | collective | conv2d
-    cycles: float                # total, stalls included
-    compute_cycles: float        # busiest core's array/vector busy cycles
-    stall_cycles: float          # cycles - compute_cycles
+    kind: str
+    cycles: float
+    compute_cycles: float
+    stall_cycles: float
     seconds: float
     macs: int
     flops: float
-    utilization: float           # macs / (cycles x chip peak MACs per cycle in the op's format)
+    utilization: float
     dram_read_bytes: float
     dram_write_bytes: float
     l2_hit_bytes: float
@@ -28,23 +56,32 @@ class OpResult:
     sram_write_bytes: float
     energy_pj: float
     energy_breakdown_pj: dict
-    roofline_cycles: float       # max(compute bound, memory bound) at peak rates, simulated traffic
-    bound: str                   # compute | memory: the roofline's class at the op's own intensity
-    arithmetic_intensity: float  # flops per compulsory DRAM byte (each input read, output written once)
+    roofline_cycles: float
+    bound: str
+    arithmetic_intensity: float
     achieved_dram_bytes_per_s: float
     mapping: dict
-    memory: str                  # modeled | ideal
+    memory: str
     details: dict = field(default_factory=dict)
     repeat: int = 1
-    traffic_bound: str = ""      # compute | memory with the DRAM bytes the mapping really moves
-    dram_intensity: float = 0.0  # flops per simulated DRAM byte
+    traffic_bound: str = ""
+    dram_intensity: float = 0.0
+
+    def __repr__(self) -> str:
+        """The headline numbers as plain Python values (no ``np.float64(...)``)."""
+        keys = ("cycles", "compute_cycles", "stall_cycles", "seconds", "macs", "utilization", "dram_read_bytes",
+                "dram_write_bytes", "energy_pj", "bound", "traffic_bound", "memory")
+        body = ", ".join(f"{k}={_plain(getattr(self, k))!r}" for k in keys)
+        extra = f", repeat={self.repeat}" if self.repeat != 1 else ""
+        return f"OpResult(name={self.name!r}, kind={self.kind!r}, {body}{extra}, mapping={{...}})"
 
     @property
     def dram_bytes(self) -> float:
         return self.dram_read_bytes + self.dram_write_bytes
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field as plain Python data (NumPy scalars become int/float)."""
+        return _plain(asdict(self))
 
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), default=_json_default, **kw)
@@ -77,8 +114,92 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _plain(v: Any) -> Any:
+    """``v`` with NumPy scalars and arrays (also inside dicts, lists, tuples) as plain Python."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    return v
+
+
 def results_dataframe(results) -> "Any":
-    """One row per op result (``repeat`` kept as a column; totals multiply by it)."""
+    """One row per op: a pandas DataFrame.
+
+    ``results`` may be a list of :class:`OpResult` (``repeat`` kept as a column; totals
+    multiply by it), the ``ops`` list of :func:`sim.run_llm`'s result (dicts, one per op,
+    with ``phase``, ``total_seconds``...), a whole ``run_llm`` result (its ``ops``), or one
+    :class:`OpResult`.
+    """
     import pandas as pd
 
-    return pd.DataFrame([r.summary() for r in results])
+    if isinstance(results, OpResult):
+        results = [results]
+    elif isinstance(results, dict) and "ops" in results:
+        results = results["ops"]
+    rows = []
+    for r in results:
+        if isinstance(r, OpResult):
+            rows.append(r.summary())
+        elif isinstance(r, dict):
+            rows.append({k: _plain(v) for k, v in r.items() if not isinstance(v, dict)})
+        else:
+            raise TypeError(f"results_dataframe takes OpResults or run_llm's op dicts, got {type(r).__name__}")
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- human-readable numbers
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_bytes(v: float) -> str:
+    """Bytes with an SI prefix (decimal: 1 GB = 10^9 B): ``1.07 GB``, ``512 B``."""
+    if v != v:
+        return "nan"
+    a = abs(v)
+    for scale, prefix in _SI:
+        if a >= scale:
+            return f"{v / scale:,.3g} {prefix}B" if a / scale < 1000 else f"{v / scale:,.0f} {prefix}B"
+    return f"{v:,.0f} B" if float(v).is_integer() else f"{v:.3g} B"
+
+
+def format_number(v: Any, key: str = "") -> str:
+    """One number format for every human-readable table: thousands separators for large
+    values (``642,747``; ``97,500,000``), four significant digits otherwise (``0.1234``,
+    ``3.5e-06`` for tiny ones), SI units for byte counts (``key`` ending in ``bytes``)."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    try:
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            v = v.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return str(v)
+    if key.endswith("bytes_per_s"):
+        return format_bytes(float(v)) + "/s"
+    if key.endswith("bytes") or key.endswith("_bytes_per_sequence"):
+        return format_bytes(float(v))
+    if isinstance(v, int) or (abs(v) >= 1e4 and float(v).is_integer()):
+        return f"{int(v):,}"
+    a = abs(v)
+    if a >= 1e4:
+        return f"{v:,.0f}"
+    if a >= 1 or a == 0:
+        return f"{v:,.4g}" if a < 1000 else f"{v:,.1f}"
+    if a >= 1e-3:
+        return f"{v:.4g}"
+    return f"{v:.3e}"

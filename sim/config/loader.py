@@ -65,28 +65,87 @@ class YamlDoc:
         return self.lines.get((), 0)
 
 
-def _walk(node: yaml.Node, loader: _Loader, loc: Loc, lines: dict[Loc, int], problems: list[ConfigProblem], source: str) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in out:
-                problems.append(ConfigProblem(source, line, _dotted(loc + (key,)), "duplicate key"))
-            lines[loc + (key,)] = line
-            out[key] = _walk(value_node, loader, loc + (key,), lines, problems, source)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for i, item in enumerate(node.value):
-            lines[loc + (i,)] = item.start_mark.line + 1
-            items.append(_walk(item, loader, loc + (i,), lines, problems, source))
-        return items
-    return loader.construct_object(node, deep=True)
+#: limits that keep a hostile or mistaken file from hanging the loader: values (nodes) after
+#: alias expansion, nesting depth, file size
+MAX_NODES = 250_000
+MAX_DEPTH = 64
+MAX_FILE_BYTES = 16 << 20
+
+
+class LimitError(ConfigError):
+    """A YAML document over :data:`MAX_NODES`, :data:`MAX_DEPTH` or :data:`MAX_FILE_BYTES`."""
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.active: set[int] = set()
+
+
+def _walk(node: yaml.Node, loader: _Loader, loc: Loc, lines: dict[Loc, int], problems: list[ConfigProblem],
+          source: str, budget: _Budget | None = None) -> Any:
+    budget = budget if budget is not None else _Budget()
+    budget.nodes += 1
+    line = node.start_mark.line + 1
+    if budget.nodes > MAX_NODES:
+        raise LimitError(ConfigProblem(source, line, _dotted(loc),
+                                       f"more than {MAX_NODES:,} values once aliases are expanded (an alias bomb?)"))
+    if len(loc) > MAX_DEPTH:
+        raise LimitError(ConfigProblem(source, line, _dotted(loc[:MAX_DEPTH]),
+                                       f"nested more than {MAX_DEPTH} levels deep"))
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if id(node) in budget.active:
+            raise LimitError(ConfigProblem(source, line, _dotted(loc), "a recursive alias (a value that contains itself)"))
+        budget.active.add(id(node))
+    try:
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                kline = key_node.start_mark.line + 1
+                if not isinstance(key_node, yaml.ScalarNode):
+                    what = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+                    problems.append(ConfigProblem(source, kline, _dotted(loc),
+                                                  f"a key must be a plain name, not a {what}"))
+                    continue
+                key = loader.construct_object(key_node, deep=True)
+                try:
+                    hash(key)
+                except TypeError:  # pragma: no cover - scalars are hashable
+                    problems.append(ConfigProblem(source, kline, _dotted(loc), "a key must be a plain name"))
+                    continue
+                if key in out:
+                    problems.append(ConfigProblem(source, kline, _dotted(loc + (key,)), "duplicate key"))
+                lines[loc + (key,)] = kline
+                out[key] = _walk(value_node, loader, loc + (key,), lines, problems, source, budget)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                lines[loc + (i,)] = item.start_mark.line + 1
+                items.append(_walk(item, loader, loc + (i,), lines, problems, source, budget))
+            return items
+        return loader.construct_object(node, deep=True)
+    finally:
+        budget.active.discard(id(node))
+
+
+def _nul_problem(text: str, source: str) -> ConfigProblem | None:
+    i = text.find("\0")
+    if i < 0:
+        return None
+    return ConfigProblem(source, text.count("\n", 0, i) + 1, "", "the file contains a NUL byte (is it a binary file?)")
 
 
 def parse_yaml_text(text: str, source: str) -> YamlDoc:
-    """Parse YAML text; ``source`` names it in error messages."""
+    """Parse YAML text; ``source`` names it in error messages.
+
+    Bounded: at most :data:`MAX_NODES` values after alias expansion and :data:`MAX_DEPTH`
+    levels of nesting (a :class:`LimitError` otherwise); recursive aliases, keys that are
+    lists or mappings and NUL bytes are clear errors.
+    """
+    nul = _nul_problem(text, source)
+    if nul is not None:
+        raise ConfigError(nul)
     loader = _Loader(text)
     problems: list[ConfigProblem] = []
     try:
@@ -100,6 +159,8 @@ def parse_yaml_text(text: str, source: str) -> YamlDoc:
         line = mark.line + 1 if mark is not None else 0
         msg = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(ConfigProblem(source, line, "", f"YAML syntax error: {msg}")) from None
+    except RecursionError:
+        raise LimitError(ConfigProblem(source, 0, "", f"nested too deeply (more than {MAX_DEPTH} levels)")) from None
     finally:
         loader.dispose()
     if problems:
@@ -107,16 +168,45 @@ def parse_yaml_text(text: str, source: str) -> YamlDoc:
     return YamlDoc(data, lines, source)
 
 
-def read_yaml(path: str | Path) -> YamlDoc:
-    """Read and parse a YAML file (errors name the file)."""
+def read_text_checked(path: str | Path, max_bytes: int | None = None) -> str:
+    """A config file's text: only regular files (no FIFOs, devices such as ``/dev/zero``,
+    folders), at most ``max_bytes`` (default :data:`MAX_FILE_BYTES`), UTF-8."""
+    import os
+    import stat
+
     path = Path(path)
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
     try:
-        text = path.read_text(encoding="utf-8")
+        st = os.stat(path)
     except FileNotFoundError:
         raise ConfigError(ConfigProblem(str(path), 0, "", "file not found")) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(ConfigProblem(str(path), 0, "", f"cannot read file: {exc}")) from None
-    return parse_yaml_text(text, str(path))
+    except OSError as exc:
+        raise ConfigError(ConfigProblem(str(path), 0, "", f"cannot read file: {exc.strerror or exc}")) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(ConfigProblem(str(path), 0, "", "is a folder, not a file"))
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(ConfigProblem(str(path), 0, "", "not a regular file (a device, FIFO or socket); "
+                                                          "give the path of a config file"))
+    if st.st_size > limit:
+        raise LimitError(ConfigProblem(str(path), 0, "", f"the file is {st.st_size:,} bytes; config files are limited "
+                                                         f"to {limit:,} bytes"))
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(ConfigProblem(str(path), 0, "", f"cannot read file: {exc.strerror or exc}")) from None
+    if len(raw) > limit:
+        raise LimitError(ConfigProblem(str(path), 0, "", f"the file is over the limit of {limit:,} bytes"))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(ConfigProblem(str(path), line, "", f"not UTF-8 text (byte {exc.start:,}: {exc.reason})")) from None
+
+
+def read_yaml(path: str | Path) -> YamlDoc:
+    """Read and parse a YAML file (errors name the file; see :func:`read_text_checked`)."""
+    return parse_yaml_text(read_text_checked(path), str(Path(path)))
 
 
 # --------------------------------------------------------------------------- overrides
@@ -132,6 +222,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(ConfigProblem("--set", 0, text, "empty key path"))
     try:
         value = parse_yaml_text(raw, f"--set {text}").data if raw.strip() else ""
+    except LimitError:
+        raise
     except ConfigError:
         value = raw
     return path, value
@@ -327,6 +419,44 @@ def _quoted(text: str) -> list[str]:
     return re.findall(r"'([^']*)'", text)
 
 
+#: Hugging Face config.json keys -> the model YAML's key (None: not needed by the simulator)
+HF_MODEL_KEYS: dict[str, str | None] = {
+    "num_hidden_layers": "num_layers", "n_layer": "num_layers", "num_attention_heads": "num_heads",
+    "n_head": "num_heads", "num_key_value_heads": "num_kv_heads", "intermediate_size": "ffn_size",
+    "n_inner": "ffn_size", "n_embd": "hidden_size", "max_position_embeddings": "max_context",
+    "n_positions": "max_context", "tie_word_embeddings": "tied_embeddings", "hidden_act": "activation",
+    "activation_function": "activation", "num_local_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
+    "rms_norm_eps": "norm", "layer_norm_eps": "norm", "layer_norm_epsilon": "norm",
+    "rope_theta": None, "rope_scaling": None, "torch_dtype": None, "architectures": None, "model_type": None,
+    "bos_token_id": None, "eos_token_id": None, "pad_token_id": None, "initializer_range": None,
+    "attention_dropout": None, "use_cache": None, "transformers_version": None, "pretraining_tp": None,
+    "sliding_window": None, "rope_type": None, "hidden_dropout": None,
+}
+
+
+def _foreign_key_hint(model: Any, loc: Loc, doc: YamlDoc) -> str | None:
+    """An exact message for an unknown key that belongs elsewhere: a Hugging Face
+    config.json key in a model file, or a model key given to a chip (``--set``)."""
+    key = str(loc[-1]) if loc else ""
+    name = getattr(model, "__name__", "")
+    if name == "ModelSpec" and len(loc) == 1 and key in HF_MODEL_KEYS:
+        ours = HF_MODEL_KEYS[key]
+        if ours is None:
+            return (f"'{key}' is a Hugging Face config.json key the simulator does not use; remove it "
+                    "(`sim import-model config.json` converts a whole config)")
+        return (f"'{key}' is the Hugging Face name; this file calls it '{ours}' "
+                "(`sim import-model config.json` converts a whole config)")
+    if name == "ChipSpec" and len(loc) == 1:
+        try:
+            from .model_spec import ModelSpec
+        except ImportError:  # pragma: no cover
+            return None
+        if key in ModelSpec.model_fields and key not in model.model_fields:
+            return (f"unknown key '{key}': it is a model key, not a chip key; set it with "
+                    f"--model-set {key}=VALUE (`sim run`)")
+    return None
+
+
 def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlDoc) -> list[ConfigProblem]:
     """Convert pydantic errors to problems with line, dotted path, valid keys and hints."""
     problems: list[ConfigProblem] = []
@@ -342,8 +472,10 @@ def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlD
             if parent is not None:
                 valid = tuple(f.alias or name for name, f in parent.model_fields.items())
         if kind == "extra_forbidden":
-            close = difflib.get_close_matches(str(loc[-1]), list(valid), n=1)
-            msg = f"unknown key '{loc[-1]}'" + (f"; did you mean '{close[0]}'?" if close else "")
+            msg = _foreign_key_hint(model, loc, doc)
+            if msg is None:
+                close = difflib.get_close_matches(str(loc[-1]), list(valid), n=1)
+                msg = f"unknown key '{loc[-1]}'" + (f"; did you mean '{close[0]}'?" if close else "")
         elif kind == "missing":
             msg = "missing required key"
         elif kind in ("union_tag_invalid", "union_tag_not_found"):

@@ -19,7 +19,7 @@ from ..errors import ConfigError, ConfigProblem, SimError, UnknownNameError
 from .chip import ChipSpec
 from .loader import load_model, read_yaml, validate
 
-__all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "check_files"]
+__all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "check_files", "config_kind"]
 
 #: environment variable that replaces the shipped ``arch_configs/`` folder
 ARCH_DIR_ENV = catalog.KINDS["chips"].env_var
@@ -94,10 +94,66 @@ def _is_chip(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in ("cores", "memory", "clock_mhz", "noc"))
 
 
-#: config kinds that :func:`check_files` recognises: (label, recogniser, model)
-_KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], type[BaseModel]], ...] = (
-    ("chip", _is_chip, ChipSpec),
+def _is_dataflow(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in ("stationary_operand", "spatial_rows", "spatial_cols", "temporal"))
+
+
+def _is_model(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in ("hidden_size", "num_layers", "num_heads", "ffn_size", "vocab_size",
+                                   "num_hidden_layers", "num_attention_heads", "intermediate_size"))
+
+
+def _is_sweep(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in ("workloads", "parameters", "metrics"))
+
+
+def _check_chip(path: Path, doc) -> None:
+    validate(ChipSpec, doc)
+
+
+def _check_dataflow(path: Path, doc) -> None:
+    from .dataflow_spec import DataflowSpec
+
+    spec = validate(DataflowSpec, doc)
+    if path.parent.name == "dataflows" and spec.name != path.stem:
+        raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
+                                        f"name '{spec.name}' must equal the file name '{path.stem}'"))
+
+
+def _check_model(path: Path, doc) -> None:
+    from .model_spec import ModelSpec
+
+    validate(ModelSpec, doc)
+
+
+def _check_sweep(path: Path, doc) -> None:
+    from ..sweep.spec import load_sweep_spec
+
+    load_sweep_spec(path)  # the spec itself, its parameter axes and metrics (not every point's chip)
+
+
+#: config kinds that :func:`check_files` recognises: (label, recogniser by top-level keys,
+#: folder the shipped files of that kind live in, checker)
+_KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], str, Callable[[Path, Any], None]], ...] = (
+    ("chip", _is_chip, "arch_configs", _check_chip),
+    ("dataflow", _is_dataflow, "dataflows", _check_dataflow),
+    ("model", _is_model, "workloads", _check_model),
+    ("sweep", _is_sweep, "sweeps", _check_sweep),
 )
+
+
+def config_kind(path: PathLike, data: Any) -> str | None:
+    """The kind of a config file (``chip``, ``dataflow``, ``model``, ``sweep``): by its
+    top-level keys, else by the folder it is in; None when neither tells."""
+    if isinstance(data, Mapping):
+        for label, recognise, _folder, _check in _KINDS:
+            if recognise(data):
+                return label
+    parent = Path(path).parent.name
+    for label, _recognise, folder, _check in _KINDS:
+        if parent == folder:
+            return label
+    return None
 
 
 def _expand(paths: Iterable[PathLike]) -> list[Path]:
@@ -118,7 +174,7 @@ def _expand(paths: Iterable[PathLike]) -> list[Path]:
     return out
 
 
-def check_files(paths: Union[PathLike, Iterable[PathLike]]) -> list[str]:
+def check_files(paths: Union[PathLike, Iterable[PathLike]], checked: list | None = None) -> list[str]:
     """Validate config files; return one formatted line per problem (empty when all fine).
 
     ``paths`` may hold files, folders (every ``*.yaml`` inside) and chip names.  Each file
@@ -127,6 +183,7 @@ def check_files(paths: Union[PathLike, Iterable[PathLike]]) -> list[str]:
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     problems: list[str] = []
+    checked = checked if checked is not None else []
     for path in _expand(paths):
         text = str(path)
         if text.startswith("\0"):
@@ -138,15 +195,16 @@ def check_files(paths: Union[PathLike, Iterable[PathLike]]) -> list[str]:
             if not isinstance(data, dict):
                 raise ConfigError(ConfigProblem(str(path), doc.line_of(()), "",
                                                 f"expected a mapping of keys at the top level, got {type(data).__name__}"))
-            for _label, recognise, model in _KINDS:
-                if recognise(data):
-                    validate(model, doc)
-                    break
-            else:
+            kind = config_kind(path, data)
+            checker = next((c for label, _r, _f, c in _KINDS if label == kind), None)
+            if checker is None:
                 raise ConfigError(ConfigProblem(
                     str(path), doc.line_of(()), "",
-                    "not a recognised config file (a chip file has the keys schema_version, name, "
-                    "clock_mhz, cores, memory, noc)"))
+                    "not a recognised config file: a chip has the keys clock_mhz, cores, memory, noc; a dataflow "
+                    "stationary_operand, spatial_rows, spatial_cols, temporal; a model hidden_size, num_layers, "
+                    "num_heads, ffn_size; a sweep chip, workloads, parameters"))
+            checker(path, doc)
+            checked.append((str(path), kind))
         except ConfigError as exc:
             problems.extend(p.format() for p in exc.problems)
         except SimError as exc:
