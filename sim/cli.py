@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import SimError
+from .results import _json_default
 
 
 def _chip_from_args(args) -> Any:
@@ -30,22 +31,33 @@ def _chip_from_args(args) -> Any:
 
 
 def _print_table(rows: list[dict], columns: list[str] | None = None, file=None) -> None:
+    """A table in the one number format of every human-readable output
+    (:func:`sim.results.format_number`: thousands separators, SI units for bytes)."""
     import pandas as pd
+
+    from .results import format_number
 
     df = pd.DataFrame(rows)
     if columns:
         df = df[[c for c in columns if c in df.columns]]
-    with pd.option_context("display.max_columns", None, "display.width", 200, "display.float_format",
-                           lambda v: f"{v:,.4g}"):
+    for c in df.columns:
+        df[c] = [format_number(v, str(c)) for v in df[c]]
+    with pd.option_context("display.max_columns", None, "display.width", 200):
         print(df.to_string(index=False), file=file or sys.stdout)
 
 
 def _print_kv(d: dict, file=None) -> None:
+    from .results import format_number
+
     width = max(len(k) for k in d) if d else 0
     for k, v in d.items():
-        if isinstance(v, float):
-            v = f"{v:,.6g}"
-        print(f"  {k:<{width}}  {v}", file=file or sys.stdout)
+        print(f"  {k:<{width}}  {format_number(v, k)}", file=file or sys.stdout)
+
+
+def note(args, msg: str) -> None:
+    """A remark on stderr (a default chosen, a fallback taken); silent under ``-q``."""
+    if not getattr(args, "quiet", False):
+        print(f"note: {msg}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -54,16 +66,24 @@ def _print_kv(d: dict, file=None) -> None:
 def cmd_gemm(args) -> int:
     from .api import simulate_gemm
 
+    from .inference import DEFAULT_DTYPES, default_dtype
+
     chip = _chip_from_args(args)
-    r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=args.dtype,
+    dtype = args.dtype
+    if dtype is None:  # as `sim run` does: the first usual format the chip computes
+        dtype = default_dtype(chip)
+        if dtype != DEFAULT_DTYPES[0]:
+            note(args, f"--dtype not given: using {dtype}, the first of {', '.join(DEFAULT_DTYPES)} that "
+                       f"{chip.name} computes")
+    r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=dtype,
                       weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
                       memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)
     if args.json:
-        print(r.to_json())
+        print(json.dumps({"dtype": dtype, **r.to_dict()}, default=_json_default))
         return 0
     m = r.mapping
     comp = m.get("compute", {})
-    print(f"GEMM {args.m}x{args.k}x{args.n} ({args.dtype}) on {chip.name}: {comp.get('rows')}x{comp.get('cols')} "
+    print(f"GEMM {args.m}x{args.k}x{args.n} ({dtype}) on {chip.name}: {comp.get('rows')}x{comp.get('cols')} "
           f"array, dataflow {comp.get('dataflow')}, memory {r.memory}")
     _print_kv({
         "cycles": r.cycles, "compute_cycles": r.compute_cycles, "stall_cycles": r.stall_cycles,
@@ -79,12 +99,19 @@ def cmd_gemm(args) -> int:
 def cmd_check(args) -> int:
     from .config.registry import check_files
 
-    problems = check_files(args.files)
+    checked: list = []
+    problems = check_files(args.files, checked=checked)
     if problems:
         for p in problems:
             print(p, file=sys.stderr)
         return 2
-    print(f"ok: {len(args.files)} file(s) valid")
+    kinds: dict[str, int] = {}
+    for _path, kind in checked:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if getattr(args, "verbose", 0):
+        for path, kind in checked:
+            print(f"  {path}: {kind}")
+    print(f"ok: {len(checked)} file(s) valid (" + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ")")
     return 0
 
 
@@ -135,10 +162,70 @@ def cmd_demo(args) -> int:
     return 0
 
 
+#: the largest batch `sim run` accepts (the workload is built per sequence)
+MAX_BATCH = 1 << 20
+
+
 def _run_workload(args) -> int:
     from .inference import cmd_run
 
+    for opt in ("batch", "tensor_parallel", "pipeline_parallel", "prompt_len", "new_tokens"):
+        v = getattr(args, opt, None)
+        if v is not None and v < (0 if opt == "new_tokens" else 1):
+            raise SimError(f"--{opt.replace('_', '-')} must be >= {0 if opt == 'new_tokens' else 1}, got {v}")
+    if args.batch > MAX_BATCH:
+        raise SimError(f"--batch {args.batch:,} is above the limit of {MAX_BATCH:,} sequences")
+    if getattr(args, "model_set", None):
+        from .workload.models import load_model_spec
+
+        args.model = load_model_spec(args.model, overrides=list(args.model_set))
     return cmd_run(args)
+
+
+def cmd_show(args) -> int:
+    from .api import chip_summary
+
+    chip = _chip_from_args(args)
+    info = chip_summary(chip)
+    if args.json:
+        print(json.dumps(info, default=_json_default))
+        return 0
+    print(f"{info['name']}: {info['description']}" if info.get("description") else info["name"])
+    print(f"  clock {info['clock_mhz']:,g} MHz, {info['cores']:,} core(s), vector unit "
+          f"{info['vector_ops_per_cycle_per_core']:,g} ops/cycle/core")
+    for a in info["arrays"]:
+        rates = ", ".join(f"{k} {v:g}" for k, v in a["macs_per_pe_per_cycle"].items())
+        print(f"  array {a['name']}: {a['count']} x {a['rows']}x{a['cols']} per core, MACs/PE/cycle: {rates}; "
+              f"dataflows {', '.join(a['dataflows'])} (default {a['default_dataflow']})"
+              + ("; 2:4 sparsity" if a["sparsity_2_4"] else ""))
+    print("\nmemories (inner to outer):")
+    _print_table(info["memories"])
+    print("\npeaks and ridge points (FLOP per DRAM byte at which compute and DRAM time are equal):")
+    _print_table([{"format": r["format"], "peak_tflops": r["peak_tflops"],
+                   "sparse_2_4_tflops": r.get("sparse_2_4_tflops", ""), "ridge_flop_per_byte": r["ridge_flop_per_byte"],
+                   "runs_as": r["runs_as"]} for r in info["peaks"]])
+    return 0
+
+
+def cmd_import_model(args) -> int:
+    from .api import import_hf_config
+
+    text, spec = import_hf_config(args.config, name=args.name, source=args.source)
+    if args.out:
+        out = Path(args.out)
+        if out.exists() and not args.force:
+            raise SimError(f"--out {out} exists; pass --force to overwrite it")
+        if out.exists() and not out.is_file():
+            raise SimError(f"--out {out} is not a file")
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise SimError(f"cannot write {out}: {exc.strerror or exc}") from None
+        note(args, f"wrote {out}: model '{spec.name}' ({spec.num_layers} layers, hidden {spec.hidden_size}); "
+                   f"run it with `sim run CHIP {out}`")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _validate(args) -> int:
@@ -183,7 +270,11 @@ def cmd_cache(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="sim", description="Cycle-level simulator of AI accelerators for LLM inference.")
+    p.add_argument("--version", action="version", version=f"sim {__version__}",
+                   help="print the simulator's version and exit")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the on-disk cache of engine runs (same answers, computed afresh)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -201,14 +292,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("gemm", help="simulate one GEMM C[m×n] = A[m×k]·B[k×n]")
     chip_opts(g)
-    g.add_argument("--m", type=int, required=True)
-    g.add_argument("--k", type=int, required=True)
-    g.add_argument("--n", type=int, required=True)
+    g.add_argument("--m", type=int, required=True, help="rows of A and C (tokens, for an LLM layer)")
+    g.add_argument("--k", type=int, required=True, help="the reduction dimension (columns of A, rows of B)")
+    g.add_argument("--n", type=int, required=True, help="columns of B and C (output features)")
     g.add_argument("--count", type=int, default=1, help="independent GEMMs of this shape (batched)")
     g.add_argument("--array", metavar="ROWSxCOLS", help="override the (first) array's size")
     g.add_argument("--dataflow", help="ws, os, is or rs (default: the array's default)")
     g.add_argument("--row-length", type=int, default=None, help="RS: weight row segment length per PE")
-    g.add_argument("--dtype", default="bf16", help="input/compute format (bf16, fp16, fp32, fp8, int8, fp4, ...)")
+    g.add_argument("--dtype", default=None,
+                   help="input/compute format (bf16, fp16, fp32, fp8, int8, fp4, ...; `sim list formats`); default: "
+                        "the first of bf16, fp16, fp8, int8, fp32 that the chip computes, as `sim run` does")
     g.add_argument("--weight-dtype", default=None, help="weight storage format (default: --dtype)")
     g.add_argument("--sparsity", choices=["2:4", "unstructured"], default=None,
                    help="sparse weights: 2:4 structured (compressed, 2:4 units skip half the MACs) or "
@@ -221,16 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_gemm)
 
     c = sub.add_parser("check", help="validate config files (chips, dataflows, models, sweeps)")
-    c.add_argument("files", nargs="+")
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help="config files, folders of them or chip names; each file's kind (chip, dataflow, model or "
+                        "sweep) is recognised by its keys")
     c.set_defaults(func=cmd_check)
 
     ls = sub.add_parser("list", help="list shipped chips, dataflows, workloads or number formats")
-    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "formats"])
+    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "formats"], help="what to list")
     ls.set_defaults(func=cmd_list)
 
     s = sub.add_parser("scalesim", help="run a SCALE-Sim .cfg and topology CSV; report its COMPUTE_REPORT fields and ours")
-    s.add_argument("cfg")
-    s.add_argument("topology")
+    s.add_argument("cfg", help="SCALE-Sim .cfg file ([architecture_presets], [run_presets])")
+    s.add_argument("topology", help="SCALE-Sim topology CSV (convolution or 'name, M, N, K,' GEMM format)")
     s.add_argument("--format", choices=["auto", "conv", "gemm"], default="auto",
                    help="topology format (SCALE-Sim's -i conv|gemm); auto detects from the header")
     s.add_argument("--chip", default="scalesim_32x32", help="base chip for the memory system (default scalesim_32x32)")
@@ -240,10 +335,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_scalesim)
 
     d = sub.add_parser("demo", help="the main job: default chip and workload, summary table and report folder")
-    d.add_argument("--out", default="reports/demo")
-    d.add_argument("--chip", default="npu_128x128")
-    d.add_argument("--model", default="llama3-8b")
+    d.add_argument("--out", default="reports/demo", metavar="DIR",
+                   help="report folder: per-op CSVs, summary.json, roofline.png (default reports/demo)")
+    d.add_argument("--chip", default="npu_128x128", help="chip name or YAML path (default npu_128x128)")
+    d.add_argument("--model", default="llama3-8b", help="model name or YAML path (default llama3-8b)")
     d.set_defaults(func=cmd_demo)
+
+    sh = sub.add_parser("show", help="a chip's summary: peaks per number format, memories, ridge points")
+    chip_opts(sh)
+    sh.add_argument("--json", action="store_true", help="print one JSON object")
+    sh.set_defaults(func=cmd_show)
+
+    im = sub.add_parser("import-model", help="a Hugging Face config.json -> a workloads/ model YAML",
+                        description="Convert a Hugging Face transformers config.json (Llama, Mistral, Mixtral, "
+                                    "Qwen2, Gemma, Falcon, GPT-2/NeoX, ... decoder-only models) into a model YAML "
+                                    "for `sim run` and sweeps, recording the source file in its 'source' key. "
+                                    "The result is validated before it is written.")
+    im.add_argument("config", help="the model's config.json (Hugging Face format)")
+    im.add_argument("--name", default=None, help="model name (default: the folder or file name)")
+    im.add_argument("--source", default=None,
+                    help="what to record as the source (default: the config file's path; e.g. a Hugging Face URL)")
+    im.add_argument("--out", default=None, metavar="FILE", help="write the YAML here (default: print it)")
+    im.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    im.set_defaults(func=cmd_import_model)
 
     from .inference import add_run_parser
 
@@ -266,17 +380,84 @@ def build_parser() -> argparse.ArgumentParser:
         add_plot_parser(sub, _plot)
     except ImportError:  # pragma: no cover
         pass
+    _finish_parser(sub)
     return p
+
+
+#: help for options that their own registration leaves without one
+_HELP = {
+    ("run", "--phase"): "prefill (one pass over the prompt), decode (one step behind --context-len cached tokens) "
+                        "or generate (prefill, then --new-tokens decode steps; default)",
+    ("run", "--batch"): "sequences processed together (default 1)",
+    ("run", "--tensor-parallel"): "chips a layer is split over (tensor parallelism; default 1)",
+    ("run", "--pipeline-parallel"): "chips the layers are split over (pipeline stages; default 1)",
+    ("run", "--dataflow"): "ws, os, is or rs for every GEMM (default: each array's default dataflow)",
+    ("run", "--memory"): "modeled: SRAM + cycle-level DRAM timing (default); ideal: stall-free compute",
+    ("plot", "kind"): "roofline, breakdown (of a run's ops), pareto or heatmap (of a sweep)",
+    ("plot", "--title"): "figure title (default: from the data)",
+}
+
+
+def _nonempty(what: str):
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{what} must not be empty (leave the option out for the default)")
+        return text
+    return parse
+
+
+def _finish_parser(sub) -> None:
+    """What every subcommand shares: -q/-v, help on every option, no empty --dataflow;
+    `sim run` also takes --model-set."""
+    for name, sp in sub.choices.items():
+        opts = {o for a in sp._actions for o in a.option_strings}
+        if name == "run" and "--model-set" not in opts:
+            sp.add_argument("--model-set", action="append", metavar="DOTTED.KEY=VALUE",
+                            help="override a model value, e.g. --model-set max_context=131072 (repeatable)")
+        if "-q" not in opts:
+            sp.add_argument("-q", "--quiet", action="store_true",
+                            help="print only the results and errors: no progress, no notes")
+        if "-v" not in opts:
+            sp.add_argument("-v", "--verbose", action="count", default=0,
+                            help="log what is being done on stderr (-vv: debug detail)")
+        for a in sp._actions:
+            key = (name, a.option_strings[0] if a.option_strings else a.dest)
+            if not a.help and key in _HELP:
+                a.help = _HELP[key]
+            if "--dataflow" in a.option_strings and a.type is None:
+                a.type = _nonempty("--dataflow")
+
+
+def _setup_output(args) -> None:
+    """-q: no progress bars (tqdm reads TQDM_DISABLE) and no notes; -v / -vv: logging."""
+    if getattr(args, "quiet", False):
+        os.environ["TQDM_DISABLE"] = "1"
+    verbose = getattr(args, "verbose", 0) or 0
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("numba").setLevel(logging.WARNING)
+
+
+def _check_out(args) -> None:
+    """An --out that must be a folder and names an existing file is a clear error."""
+    out = getattr(args, "out", None)
+    if out and args.command in ("demo", "validate", "sweep") and Path(out).exists() and not Path(out).is_dir():
+        raise SimError(f"--out {out} is an existing file; {args.command} writes a folder there (choose another path)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = os.environ.get("SIM_DEBUG", "") not in ("", "0")
+    _setup_output(args)
     saved_no_cache = os.environ.get("SIM_NO_CACHE")
     if getattr(args, "no_cache", False):
         os.environ["SIM_NO_CACHE"] = "1"  # an environment variable, so that sweep workers inherit it
     try:
+        _check_out(args)
         return int(args.func(args) or 0)
     except SimError as exc:
         if debug:
@@ -288,6 +469,19 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        if debug:
+            raise
+        print("error: the input is nested too deeply to process", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a read-only folder, a full disk, a missing directory: name the path
+        if debug:
+            raise
+        if exc.filename:
+            print(f"error: cannot access {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        else:
+            print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug: say so plainly, keep the traceback for SIM_DEBUG=1
         if debug:
             raise

@@ -84,3 +84,183 @@ def test_cli_sweep_whose_every_point_failed_exits_2(tmp_path):
         assert proc.returncode == 2, (proc.stdout, proc.stderr)
         assert "all 2 point(s) failed" in proc.stderr and "cannot compute in bf16" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- 2. sim gemm's format
+
+
+def test_gemm_falls_back_to_the_chips_format_and_says_so():
+    proc = sim("gemm", "scalesim_32x32", "--m", "64", "--k", "128", "--n", "96", "--dataflow", "os", "--memory",
+               "ideal", "--json")
+    out = json.loads(proc.stdout)
+    assert out["dtype"] == "int8" and out["cycles"] > 0 and out["stall_cycles"] == 0
+    assert "--dtype not given: using int8" in proc.stderr
+    text = sim("gemm", "scalesim_32x32", "--m", "64", "--k", "128", "--n", "96", "--memory", "ideal", "-q")
+    assert "(int8)" in text.stdout and text.stderr == ""
+    # an explicit format the chip lacks is still a clear error
+    bad = sim("gemm", "scalesim_32x32", "--m", "64", "--k", "64", "--n", "64", "--dtype", "bf16", check=False)
+    assert bad.returncode == 2 and "cannot compute in bf16" in bad.stderr
+
+
+def test_simulate_gemm_default_dtype_matches_sim_run():
+    import sim as simpkg
+
+    r = simpkg.simulate_gemm("scalesim_32x32", m=64, k=128, n=96, dataflow="os", memory="ideal")
+    assert r.cycles == simpkg.simulate_gemm("scalesim_32x32", m=64, k=128, n=96, dataflow="os", memory="ideal",
+                                            dtype="int8").cycles
+
+
+# --------------------------------------------------------------------------- 3. sim check
+
+
+def test_check_accepts_every_shipped_config_of_all_four_kinds():
+    proc = sim("check", "arch_configs", "dataflows", "workloads", "sweeps", "-v")
+    kinds = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("  ") and line.rstrip().endswith(("chip", "dataflow", "model", "sweep")):
+            path, kind = line.strip().rsplit(": ", 1)
+            kinds[Path(path).parent.name + "/" + Path(path).name] = kind
+    for folder, kind in (("arch_configs", "chip"), ("dataflows", "dataflow"), ("workloads", "model"),
+                         ("sweeps", "sweep")):
+        shipped = sorted(p.name for p in (ROOT / folder).glob("*.yaml"))
+        assert shipped, folder
+        for name in shipped:
+            assert kinds.get(f"{folder}/{name}") == kind, (folder, name, proc.stdout)
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"ok: {len(kinds)} file(s) valid")
+
+
+def test_check_reports_problems_in_each_kind(tmp_path):
+    (tmp_path / "model.yaml").write_text((ROOT / "workloads" / "tiny.yaml").read_text()
+                                         .replace("num_layers:", "num_hidden_layers:"))
+    (tmp_path / "sweep.yaml").write_text("chip: npu_128x128\nworkloads: [{model: tiny}]\nmetrics: [tokens_per_sec]\n")
+    (tmp_path / "df.yaml").write_text((ROOT / "dataflows" / "ws.yaml").read_text()
+                                      .replace("stationary_operand: weight", "stationary_operand: wieght"))
+    proc = sim("check", str(tmp_path / "model.yaml"), str(tmp_path / "sweep.yaml"), str(tmp_path / "df.yaml"),
+               check=False)
+    assert proc.returncode == 2
+    err = proc.stderr
+    assert "model.yaml:" in err and "'num_hidden_layers' is the Hugging Face name; this file calls it 'num_layers'" in err
+    assert "sweep.yaml:3: metrics" in err and "tokens_per_sec" in err
+    assert "df.yaml:" in err and "stationary_operand" in err
+    assert "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- 4. discoverability
+
+
+def _subparsers():
+    import argparse
+
+    from sim.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, sub.choices
+
+
+def test_every_option_of_every_subcommand_has_help():
+    import argparse
+
+    _, choices = _subparsers()
+    missing = [f"sim {name} {a.option_strings or a.dest}" for name, sp in choices.items() for a in sp._actions
+               if not isinstance(a, argparse._HelpAction) and not (a.help and a.help.strip()
+                                                                   and a.help != argparse.SUPPRESS)]
+    assert not missing, missing
+
+
+def test_every_subcommand_takes_quiet_and_verbose_and_sim_has_version():
+    _, choices = _subparsers()
+    for name, sp in choices.items():
+        opts = {o for a in sp._actions for o in a.option_strings}
+        assert {"-q", "--quiet", "-v", "--verbose"} <= opts, name
+    import sim as simpkg
+
+    assert sim("--version").stdout.strip() == f"sim {simpkg.__version__}"
+
+
+def test_show_prints_peaks_memories_and_ridge_points():
+    out = json.loads(sim("show", "npu_128x128", "--json").stdout)
+    import sim as simpkg
+
+    chip = simpkg.load_chip("npu_128x128")
+    bf16 = next(r for r in out["peaks"] if r["format"] == "bf16")
+    assert bf16["peak_tflops"] == pytest.approx(chip.peak_flops("bf16") / 1e12)
+    assert bf16["ridge_flop_per_byte"] == pytest.approx(chip.peak_flops("bf16") / chip.dram_peak_bytes_per_s)
+    assert [m["level"] for m in out["memories"]] == [lv.name for lv in chip.memory.levels]
+    text = sim("show", "scalesim_32x32").stdout
+    assert "ridge" in text and "int8" in text and "bf16" not in text.split("peaks")[1]
+
+
+# --------------------------------------------------------------------------- 5. results
+
+
+def test_results_dataframe_takes_run_llm_ops_and_op_results():
+    import sim as simpkg
+
+    res = simpkg.run_llm("npu_128x128", "tiny", phase="decode", batch=2, context_len=64)
+    df = simpkg.results_dataframe(res["ops"])
+    assert len(df) == len(res["ops"]) and {"op", "kind", "total_seconds"} <= set(df.columns)
+    assert len(simpkg.results_dataframe(res)) == len(df)
+    r = simpkg.simulate_gemm("scalesim_32x32", m=64, k=64, n=64, memory="ideal")
+    assert list(simpkg.results_dataframe([r])["cycles"]) == [r.cycles]
+    assert "np." not in repr(r) and repr(r).startswith("OpResult(name='gemm'")
+    assert "utilization" in (simpkg.OpResult.__doc__ or "") and "traffic_bound" in simpkg.OpResult.__doc__
+    assert all(type(v) in (int, float, str, bool, dict, list, tuple, type(None)) for v in r.to_dict().values())
+
+
+def test_one_number_format_in_tables():
+    from sim.results import format_number
+
+    assert format_number(97_500_000.0) == "97,500,000"
+    assert format_number(642747) == "642,747"
+    assert format_number(2_147_483_648, "kv_cache_bytes") == "2.15 GB"
+    assert format_number(8.192e11, "bandwidth_bytes_per_s") == "819 GB/s"
+    assert format_number(0.0912) == "0.0912"
+    text = sim("run", "npu_128x128", "tiny", "--phase", "decode", "--batch", "4", "--context-len", "512").stdout
+    assert "e+" not in text, text
+
+
+# --------------------------------------------------------------------------- 7. models from the command line
+
+
+HF_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 14336, "max_position_embeddings": 131072, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 128256,
+}
+
+
+def test_import_model_from_a_hugging_face_config(tmp_path):
+    cfg = tmp_path / "Llama-3.1-8B" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps(HF_CONFIG))
+    out = tmp_path / "llama31.yaml"
+    sim("import-model", str(cfg), "--out", str(out), "--source", "https://huggingface.co/meta-llama/Llama-3.1-8B")
+    import yaml
+
+    data = yaml.safe_load(out.read_text())
+    assert data["source"] == "https://huggingface.co/meta-llama/Llama-3.1-8B" and data["name"] == "Llama-3.1-8B"
+    shipped = yaml.safe_load((ROOT / "workloads" / "llama3-8b.yaml").read_text())
+    for key in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_size", "activation", "norm",
+                "positional", "vocab_size", "tied_embeddings"):
+        assert data[key] == shipped[key], key
+    assert data["max_context"] == 131072
+    assert sim("check", str(out)).returncode == 0
+    again = sim("import-model", str(cfg), "--out", str(out), check=False)
+    assert again.returncode == 2 and "--force" in again.stderr
+    cfg.write_text(json.dumps({k: v for k, v in HF_CONFIG.items() if k != "num_hidden_layers"}))
+    bad = sim("import-model", str(cfg), check=False)
+    assert bad.returncode == 2 and "num_layers (Hugging Face: num_hidden_layers" in bad.stderr
+
+
+def test_model_set_on_sim_run():
+    base = ["run", "npu_128x128", "tiny", "--phase", "decode", "--context-len", "4000", "--json"]
+    refused = sim(*base, check=False)
+    assert refused.returncode == 2 and "max_context" in refused.stderr
+    res = json.loads(sim(*base, "--model-set", "max_context=8192").stdout)
+    assert res["tpot_s"] > 0
+    more = json.loads(sim(*base, "--model-set", "max_context=8192", "--model-set", "num_layers=4").stdout)
+    assert more["tpot_s"] > res["tpot_s"]
+    chip_key = sim("run", "npu_128x128", "tiny", "--set", "max_context=8192", check=False)
+    assert chip_key.returncode == 2 and "--model-set max_context" in chip_key.stderr
