@@ -113,6 +113,35 @@ def mac_pj(chip, rate_class: str) -> float:
     return DEFAULT_MAC_PJ.get(rate_class, DEFAULT_MAC_PJ["fp16"]) * node_scale(chip)
 
 
+def array_cycle_pj(chip, array_name) -> float:
+    """Energy of one PE-cycle of an array's units beyond the arithmetic
+    (``energy.array_pe_cycle_pj``; an array with ``same_units_as`` uses its base's; 0 when
+    not given)."""
+    if chip.energy is None or not array_name:
+        return 0.0
+    table = chip.energy.array_pe_cycle_pj
+    arr = next((a for a in chip.cores.arrays if a.name == array_name), None)
+    base = arr.same_units_as if arr is not None and arr.same_units_as else array_name
+    return float(table.get(array_name, table.get(base, 0.0)))
+
+
+def mac_energy_pj(chip, rate_class: str, array_name, macs: float) -> float:
+    """Energy of ``macs`` MACs of ``rate_class`` on the array ``array_name``: the arithmetic
+    (:func:`mac_pj`) plus :func:`array_cycle_pj` per PE-cycle the units need for them at
+    their own rate for the class (the base array's, for another path onto its units)."""
+    e = macs * mac_pj(chip, rate_class)
+    per_cycle = array_cycle_pj(chip, array_name)
+    if per_cycle and macs:
+        arr = next(a for a in chip.cores.arrays if a.name == array_name)
+        units = next((a for a in chip.cores.arrays if a.name == arr.same_units_as), arr) if arr.same_units_as else arr
+        try:
+            rate, _ = units.rate_for(rate_class)
+        except Exception:  # a class the base units lack: the path's own rate
+            rate, _ = arr.rate_for(rate_class)
+        e += macs / rate * per_cycle
+    return e
+
+
 def vector_op_pj(chip) -> float:
     if chip.energy is not None and chip.energy.vector_op_pj is not None:
         return float(chip.energy.vector_op_pj)
@@ -141,10 +170,46 @@ def noc_pj_per_byte(chip) -> float:
     return float(v) if v is not None else DEFAULT_NOC_PJ_PER_BYTE * node_scale(chip)
 
 
+def static_power_w(chip) -> float:
+    """Power drawn with no work: the ``power`` block's ``idle_w`` when the chip has one,
+    else ``energy.static_power_w`` (0 when neither is given)."""
+    if getattr(chip, "power", None) is not None:
+        return float(chip.power.idle_w)
+    return float(chip.energy.static_power_w) if chip.energy is not None else 0.0
+
+
 def static_energy_pj(chip, seconds: float) -> float:
-    if chip.energy is None:
-        return 0.0
-    return chip.energy.static_power_w * seconds * 1e12
+    return static_power_w(chip) * seconds * 1e12
+
+
+#: energy components on their own supplies: not scaled with the core voltage
+FIXED_SUPPLY_COMPONENTS = ("static", "interconnect")
+
+
+def voltage_energy_factor(chip, clock_mhz: float | None = None) -> float:
+    """(V(f) / V(boost))^2 at ``clock_mhz`` (default: the chip's clock): the factor on the
+    dynamic energy of core-rail events, whose tables are at the boost-clock voltage
+    (CMOS switching energy is C V^2 per transition).  1 for chips without a ``power`` block."""
+    pw = getattr(chip, "power", None)
+    if pw is None:
+        return 1.0
+    v = pw.voltage_ratio(chip.clock_mhz if clock_mhz is None else clock_mhz)
+    return v * v
+
+
+def is_core_rail(chip, component: str) -> bool:
+    """Whether an energy component is switched on the core supply (scaled with its
+    voltage): everything but DRAM, off-chip links and static power."""
+    return component not in FIXED_SUPPLY_COMPONENTS and component != chip.memory.dram.name and component != "total"
+
+
+def at_clock_voltage(chip, breakdown: dict) -> dict:
+    """An op's energy breakdown (tables at the boost voltage) at the voltage of the chip's
+    clock: core-rail components times :func:`voltage_energy_factor`."""
+    k = voltage_energy_factor(chip)
+    if k == 1.0:
+        return breakdown
+    return {c: (v * k if is_core_rail(chip, c) else v) for c, v in breakdown.items()}
 
 
 def _own_arrays(chip) -> list:

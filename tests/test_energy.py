@@ -117,3 +117,48 @@ def test_rebuilt_split_matches_energy_breakdown_rows(chip, run):
     assert set(a) == set(b)
     for k in a:
         assert a[k] == pytest.approx(b[k], rel=1e-9)
+
+
+# --------------------------------------------------------------------------- power blocks
+
+
+def test_static_power_is_the_power_blocks_idle_power():
+    h200 = load_chip("h200_sxm")
+    assert E.static_power_w(h200) == h200.power.idle_w == 123
+    assert E.static_energy_pj(h200, 2.0) == pytest.approx(123 * 2.0 * 1e12)
+
+
+def test_array_cycle_energy_per_pe_cycle_and_shared_units():
+    """energy.array_pe_cycle_pj costs the PE-cycles the units need at their own rate: a bf16
+    MAC (4 per PE-cycle) a quarter, an fp8 MAC (8) an eighth; an array that is another path
+    onto the same units (the sm80 mma.sync path) pays its base units' cycles."""
+    h200 = load_chip("h200_sxm")
+    e = h200.energy.array_pe_cycle_pj["tensor_cores"]
+    n = 1e6
+    bf16 = E.mac_energy_pj(h200, "bf16", "tensor_cores", n) - n * E.mac_pj(h200, "bf16")
+    fp8 = E.mac_energy_pj(h200, "fp8", "tensor_cores", n) - n * E.mac_pj(h200, "fp8")
+    assert bf16 == pytest.approx(n * e / 4)
+    assert fp8 == pytest.approx(n * e / 8)
+    assert E.array_cycle_pj(h200, "tensor_cores_sm80") == e
+    sm80 = E.mac_energy_pj(h200, "int8", "tensor_cores_sm80", n) - n * E.mac_pj(h200, "int8")
+    assert sm80 == pytest.approx(n * e / 8)  # the base units' int8 rate, not the path's 4.32
+    # arrays without an entry (the CUDA cores) pay the arithmetic only
+    assert E.mac_energy_pj(h200, "fp32", "cuda_cores", n) == pytest.approx(n * E.mac_pj(h200, "fp32"))
+
+
+def test_array_cycle_energy_names_an_array():
+    from sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no array named 'tensor_corez'"):
+        load_chip("h200_sxm", overrides=["energy.array_pe_cycle_pj.tensor_corez=1"])
+
+
+def test_gpu_energy_blocks_scale_the_tables_to_their_node():
+    """The 5 nm-class GPUs have a power block and node-scaled arithmetic (Horowitz's 1.48 pJ
+    bf16 MAC at 45 nm x 5/45 = 0.165 pJ)."""
+    for name in ("h200_sxm", "h100_sxm", "blackwell_b200"):
+        chip = load_chip(name)
+        assert chip.energy.technology_node_nm == 5
+        assert chip.power is not None and chip.power.tdp_w in (700, 1000)
+        arith = E.mac_pj(chip, "bf16")
+        assert 0.1 < arith < 0.2  # Horowitz's 1.48 pJ at 45 nm scaled to 5 nm

@@ -35,7 +35,7 @@ __all__ = [
     "SCHEMA_VERSION", "DATAFLOWS", "RateClass", "Dataflow",
     "ArraySpec", "VectorUnitSpec", "CoresSpec",
     "RegistersLevel", "SramPartition", "SramLevel", "DramLevel", "MemoryLevel", "MemorySpec",
-    "NocSpec", "EnergySpec", "AreaSpec", "RuntimeSpec", "InterconnectSpec", "ChipSpec",
+    "NocSpec", "EnergySpec", "PowerSpec", "KernelSpec", "kernel_entry", "AreaSpec", "RuntimeSpec", "InterconnectSpec", "ChipSpec",
     "resolve_rate_class",
 ]
 
@@ -564,9 +564,57 @@ class EnergySpec(_Spec):
     """Energy per event; ``None`` means the library default (decided by the energy model)."""
 
     mac_pj: dict[RateClass, EnergyPj] = Field(default_factory=dict)  # type: ignore[valid-type]
+    # energy of one PE-cycle of an array's units beyond its arithmetic (instruction issue,
+    # operand delivery, accumulator traffic, clocking of the datapath), by array name; an
+    # array that is another path onto the same units (same_units_as) uses its base's.  An
+    # op's MACs cost mac_pj[class] each plus this per PE-cycle the units need at their own
+    # rate for the class (MACs / the base array's macs_per_pe_per_cycle)
+    array_pe_cycle_pj: dict[str, EnergyPj] = Field(default_factory=dict)
     vector_op_pj: Optional[EnergyPj] = None
     static_power_w: _num(ge=0, le=1e5) = 0.0
     technology_node_nm: Optional[NodeNm] = None
+
+
+class PowerSpec(_Spec):
+    """Board power limit and the clock/voltage range the chip's DVFS moves in.
+
+    The power of an op at clock f is ``idle_w`` plus its dynamic energy over its duration;
+    the energy tables are at the voltage of ``boost_clock_mhz`` and the core-rail events
+    (MACs, vector ops, registers, SRAMs, L2, on-chip network) scale with the square of the
+    voltage (CMOS dynamic energy C V^2 per switched capacitance), the voltage linear in f
+    between ``(min_clock_mhz, voltage_at_min_clock)`` and ``(boost_clock_mhz, 1)``; DRAM and
+    off-chip links are on their own supplies and do not scale.  With ``dvfs: true`` every
+    op runs at the highest clock (on a ``clock_step_mhz`` grid) whose power fits ``tdp_w``
+    (:mod:`sim.power`); otherwise every op runs at ``clock_mhz``.
+    """
+
+    tdp_w: _num(gt=0, le=1e6)
+    # power drawn with no work (leakage, clocks, HBM refresh, board): the floor of every op
+    idle_w: _num(ge=0, le=1e6) = 0.0
+    boost_clock_mhz: _num(gt=0, le=100_000)
+    min_clock_mhz: _num(gt=0, le=100_000)
+    # V(min_clock_mhz) / V(boost_clock_mhz)
+    voltage_at_min_clock: _num(gt=0, le=1) = 1.0
+    clock_step_mhz: _num(gt=0, le=10_000) = 1.0
+    dvfs: Flag = False
+
+    @model_validator(mode="after")
+    def _clock_range(self) -> "PowerSpec":
+        problems = []
+        if self.min_clock_mhz >= self.boost_clock_mhz:
+            problems.append((("min_clock_mhz",), f"min_clock_mhz {self.min_clock_mhz:g} must be below "
+                             f"boost_clock_mhz {self.boost_clock_mhz:g}", self.min_clock_mhz))
+        if self.idle_w >= self.tdp_w:
+            problems.append((("idle_w",), f"idle_w {self.idle_w:g} must be below tdp_w {self.tdp_w:g}", self.idle_w))
+        if problems:
+            raise _rule_errors("PowerSpec", problems)
+        return self
+
+    def voltage_ratio(self, clock_mhz: float) -> float:
+        """V(clock) / V(boost): linear between the min and boost clocks, held beyond them."""
+        f = min(max(float(clock_mhz), self.min_clock_mhz), self.boost_clock_mhz)
+        x = (f - self.min_clock_mhz) / (self.boost_clock_mhz - self.min_clock_mhz)
+        return self.voltage_at_min_clock + (1.0 - self.voltage_at_min_clock) * x
 
 
 class AreaSpec(_Spec):
@@ -614,6 +662,32 @@ class InterconnectSpec(_Spec):
         return self.link_bandwidth_gb_per_s * 1e9 * self.links_per_chip
 
 
+class KernelSpec(_Spec):
+    """One GEMM kernel of a library path's fixed list (``mapping.array_kernels``), as its
+    name spells it (CUTLASS ``..._128x256_32x3_...``: tile_m x tile_n, k tile, stages)."""
+
+    tile_m: _int(1, 1 << 20)
+    tile_n: _int(1, 1 << 20)
+    # the k tile in bytes of the narrower operand (32 bf16 or 64 int8 elements = 64 B);
+    # None: the mapping's tile_k_bytes
+    tile_k_bytes: Optional[_int(1, 1 << 20)] = None
+    stages: _int(1, 64)
+    # threads per block on an array of one lane per PE (SIMT), as the list's fourth value
+    threads: Optional[_int(1, 1 << 20)] = None
+
+    def as_tuple(self) -> tuple:
+        """(tile_m, tile_n, stages, threads or 0, tile_k_bytes or 0)."""
+        return (self.tile_m, self.tile_n, self.stages, self.threads or 0, self.tile_k_bytes or 0)
+
+
+def kernel_entry(entry) -> tuple:
+    """An ``array_kernels`` entry as (tile_m, tile_n, stages, threads or 0, tile_k_bytes or 0)."""
+    if isinstance(entry, KernelSpec):
+        return entry.as_tuple()
+    t = tuple(entry)
+    return (t[0], t[1], t[2], t[3] if len(t) > 3 else 0, 0)
+
+
 class MappingSpec(_Spec):
     """Constraints on how ops are mapped, for chips whose kernels come from a library
     (a GPU's cuBLAS/CUTLASS offers a fixed menu of tile shapes); None = free search.
@@ -648,12 +722,22 @@ class MappingSpec(_Spec):
     # per PE (SIMT): a block of fewer threads than the array has PEs uses only that share
     # of it, and as many such blocks as fit share the core at once
     array_kernels: dict[str, tuple[Union[tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64)],
-                                         tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64), _int(1, 1 << 20)]],
+                                         tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64), _int(1, 1 << 20)],
+                                         KernelSpec],
                                    ...]] = {}
     array_split_k: dict[str, tuple[_int(1, 1024), ...]] = {}
     # DRAM requests one core keeps in flight in that path's kernels, by array name (default:
     # the DRAM level's max_outstanding_requests_per_core; e.g. cp.async loads vs TMA)
     array_outstanding_requests: dict[str, _int(1, 1 << 20)] = {}
+    # arrays whose library kernels keep their smem pipeline full with asynchronous copies
+    # (cp.async multistage, CUTLASS sm80): one core has (stages - 1) k-steps of A and B
+    # tiles in flight, so its DRAM requests in flight follow the kernel's tile and stages
+    # instead of a fixed count (array_outstanding_requests / the DRAM level's)
+    array_inflight_from_stages: tuple[str, ...] = ()
+    # shared memory one thread block's pipeline may use (e.g. 163 KB = 166,912 B on sm80):
+    # every array_kernels entry with a k tile (its own or tile_k_bytes) must fit stages x
+    # (tile_m + tile_n) x k-tile bytes in it; None = not checked
+    shared_memory_bytes: Optional[_int(1, 1 << 40)] = None
     # a library whose GEMM kernels size their smem pipeline to what fits (CUTLASS's
     # automatic stage count): stages = floor(pipeline_fill_bytes / (A + B tile bytes)),
     # between 2 and pipeline_max_stages, for the kernels of pipeline_fill_arrays (None: all
@@ -690,6 +774,28 @@ class MappingSpec(_Spec):
     # drained before exit), on top of a minimal kernel's launch; microbenchmarked
     kernel_prologue_ns: _num(ge=0, le=1e9) = 0.0
 
+    @model_validator(mode="after")
+    def _stages_fit_shared_memory(self) -> "MappingSpec":
+        limit = self.shared_memory_bytes
+        if limit is None:
+            return self
+        problems = []
+        for name, kernels in self.array_kernels.items():
+            for i, entry in enumerate(kernels):
+                m, n, stages, _, k_bytes = kernel_entry(entry)
+                k_bytes = k_bytes or self.tile_k_bytes
+                if not k_bytes:
+                    continue
+                need = stages * (m + n) * k_bytes
+                if need > limit:
+                    problems.append((("array_kernels", name, i),
+                                     f"kernel {m}x{n}, k tile {k_bytes} B, {stages} stages needs {need:,} B of shared "
+                                     f"memory ({stages} x ({m} + {n}) x {k_bytes}), more than shared_memory_bytes "
+                                     f"{limit:,}", entry if not isinstance(entry, KernelSpec) else entry.model_dump()))
+        if problems:
+            raise _rule_errors("MappingSpec", problems)
+        return self
+
 
 class ChipSpec(_Spec):
     """A whole chip, as described by one ``arch_configs/*.yaml`` file."""
@@ -702,6 +808,7 @@ class ChipSpec(_Spec):
     memory: MemorySpec
     noc: NocSpec
     energy: Optional[EnergySpec] = None
+    power: Optional[PowerSpec] = None
     area: Optional[AreaSpec] = None
     runtime: Optional[RuntimeSpec] = None
     interconnect: Optional[InterconnectSpec] = None
@@ -719,7 +826,7 @@ class ChipSpec(_Spec):
         names = [a.name for a in self.cores.arrays]
         problems = []
         for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k",
-                    "array_outstanding_requests", "attention_tiles"):
+                    "array_outstanding_requests", "attention_tiles", "array_inflight_from_stages"):
             listed = getattr(self.mapping, key) if self.mapping is not None else None
             problems += [(("mapping", key, n if isinstance(listed, dict) else i),
                           f"no array named '{n}' (arrays: {', '.join(names)})", n)
@@ -728,6 +835,16 @@ class ChipSpec(_Spec):
                       f"(arrays: {', '.join(names)})", a.same_units_as)
                      for i, a in enumerate(self.cores.arrays)
                      if a.same_units_as is not None and (a.same_units_as not in names or a.same_units_as == a.name)]
+        if problems:
+            raise _rule_errors("ChipSpec", problems)
+        return self
+
+    @model_validator(mode="after")
+    def _energy_names_arrays(self) -> "ChipSpec":
+        names = [a.name for a in self.cores.arrays]
+        listed = self.energy.array_pe_cycle_pj if self.energy is not None else {}
+        problems = [(("energy", "array_pe_cycle_pj", n), f"no array named '{n}' (arrays: {', '.join(names)})", n)
+                    for n in listed if n not in names]
         if problems:
             raise _rule_errors("ChipSpec", problems)
         return self

@@ -27,8 +27,8 @@ from ..errors import MappingError, ShapeError
 from ..kernels import engine as K
 from ..mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                               vector_cycles)
-from ..mapper.search import (MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges, tile_sram_bytes,
-                             tiles_fit)
+from ..mapper.search import (MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges, footprint_bytes,
+                             tile_sram_bytes, tiles_fit)
 from ..workload.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
@@ -261,11 +261,18 @@ def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | N
         prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
         prob.max_stages = ms.pipeline_max_stages
     if kind == "gemm" and array in ms.array_kernels:
-        kernels = ms.array_kernels[array]
-        prob.tile_kernels = tuple(tuple(t[:3]) for t in kernels)
-        prob.tile_kernel_threads = tuple(t[3] if len(t) > 3 else 0 for t in kernels)
+        from ..config.chip import kernel_entry
+
+        kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
+        narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
+        # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
+        prob.tile_kernels = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
+                                  for m, n, st, _, kb in kernels)
+        prob.tile_kernel_threads = tuple(t[3] for t in kernels)
     if kind == "gemm" and array in ms.array_outstanding_requests:
         prob.max_outstanding = ms.array_outstanding_requests[array]
+    if kind == "gemm" and array in ms.array_inflight_from_stages:
+        prob.inflight_from_stages = True
     if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
         prob.tile_side_multiple = ms.tile_one_side_multiple or 0
         prob.tile_max_elements = ms.tile_max_elements or 0
@@ -447,8 +454,14 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
     geo[K.G_CLUSTER] = max(1, prob.cluster)
     dram = chip.memory.dram
-    geo[K.G_OUTSTANDING] = max(1, (prob.max_outstanding or dram.max_outstanding_requests_per_core)
-                               // max(1, prob.blocks_per_core))
+    outstanding = prob.max_outstanding or dram.max_outstanding_requests_per_core
+    if prob.inflight_from_stages:
+        # a multistage cp.async pipeline: (stages - 1) k-steps of A and B tiles in flight
+        stages = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
+        stage = footprint_bytes(prob, "a", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) + (
+            footprint_bytes(prob, "b", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) if prob.has_b else 0.0)
+        outstanding = int(math.ceil(max(1, stages - 1) * float(stage) / dram.access_bytes))
+    geo[K.G_OUTSTANDING] = max(1, outstanding // max(1, prob.blocks_per_core))
     geo[K.G_GRAN] = dram.access_bytes
     geo[K.G_INTERLEAVE] = dram.interleave_bytes
     geo[K.G_STAGES] = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers

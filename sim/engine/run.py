@@ -69,6 +69,10 @@ def simulate_op(chip, op, options: Options | None = None) -> OpResult:
         return hit
     if isinstance(op, Collective):
         res = _collective(chip, op, options)
+    elif getattr(chip, "power", None) is not None and chip.power.dvfs:
+        from ..power import simulate_op_dvfs  # the clock from the power limit (sim/power.py)
+
+        res = simulate_op_dvfs(chip, op, options)
     else:
         res = _simulate_tiled(chip, op, options)
     _MEMO[key] = res
@@ -554,7 +558,7 @@ def _energy(chip, op, info, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram
     rate = info.get("rate_class")
     if macs and rate:
         eff_macs = macs / (info.get("sparse_speedup", 2.0) if info.get("sparse_2_4_units_used") else 1.0)
-        out["mac"] = eff_macs * E.mac_pj(chip, rate)
+        out["mac"] = E.mac_energy_pj(chip, rate, info.get("array"), eff_macs)
     vec_ops = flops if info.get("kind") == "vector" else (
         float(op.batch * op.heads * op.scored_pairs() * 5) if isinstance(op, Attention) else 0.0)
     if vec_ops:
@@ -573,6 +577,7 @@ def _energy(chip, op, info, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram
     dram = chip.memory.dram
     out[dram.name] = dram_rd * E.level_pj_per_byte(chip, dram) + dram_wr * E.level_pj_per_byte(chip, dram, True)
     out["noc"] = (dram_rd + dram_wr + l2_hit) * E.noc_pj_per_byte(chip)
+    out = E.at_clock_voltage(chip, out)  # core-rail energies at the voltage of the chip's clock
     static = E.static_energy_pj(chip, seconds)
     if static:
         out["static"] = static

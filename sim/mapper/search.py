@@ -102,7 +102,8 @@ class TileProblem:
     tile_side_multiple: int = 0
     tile_max_elements: int = 0
     # the library's kernels as (tile_m, tile_n, smem stages): only these tiles are tried
-    tile_kernels: tuple[tuple[int, int, int], ...] | None = None
+    # (tile_m, tile_n, smem stages, k tile or 0 = the problem's k menu)
+    tile_kernels: tuple[tuple[int, int, int, int], ...] | None = None
     # threads per block of each of tile_kernels (0: the block uses the whole core)
     tile_kernel_threads: tuple[int, ...] | None = None
     # blocks sharing one core at once (SIMT kernels whose blocks have fewer threads than the
@@ -111,6 +112,8 @@ class TileProblem:
     blocks_per_core: int = 1
     # DRAM requests one core keeps in flight for this kernel (0: the chip's)
     max_outstanding: int = 0
+    # requests in flight from the kernel's pipeline: (stages - 1) k-steps of A and B tiles
+    inflight_from_stages: bool = False
     # edge tiles (and tiles larger than the problem) cost a full tile's compute
     pad_edge_tiles: bool = False
     macs: int = 0
@@ -392,9 +395,10 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         m_c, n_c, k_c = [prob.fixed_tiles[0]], [prob.fixed_tiles[1]], [prob.fixed_tiles[2]]
     if prob.tile_kernels and prob.fixed_tiles is None:
         # a fixed kernel list: its tiles (a dim shorter than a tile runs padded) and stages
-        kern = [(a, b, st) if prob.pad_edge_tiles else (min(prob.m, a), min(prob.n, b), st)
-                for a, b, st in prob.tile_kernels]
-        kern = [(a, b, kk, st) for a, b, st in dict.fromkeys(kern) for kk in k_c]
+        kern = [(a, b, st, kk) if prob.pad_edge_tiles else (min(prob.m, a), min(prob.n, b), st, kk)
+                for a, b, st, kk in prob.tile_kernels]
+        kern = [(a, b, kk, st) for a, b, st, k_own in dict.fromkeys(kern)
+                for kk in ([min(prob.k, k_own)] if k_own else k_c)]
         MT, NT, KT, buffers = (np.array(col, dtype=np.int64) for col in zip(*kern))
     else:
         MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
