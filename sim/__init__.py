@@ -28,6 +28,14 @@ def sweep(spec, **kwargs):
     return _sweep(spec, **kwargs)
 
 
+def serve(chip, model, requests=None, **kwargs):
+    """Simulate request-level serving (see :func:`sim.apps.serving.simulator.serve`); returns a
+    :class:`~sim.apps.serving.ServingResult` (DataFrames per request and per iteration, a summary)."""
+    from .apps.serving import serve as _serve
+
+    return _serve(chip, model, requests, **kwargs)
+
+
 def validate(chip, cases_path, progress: bool = False):
     """Predict measured cases (see :func:`sim.validation.validate`); returns a DataFrame."""
     from .validation import validate as _validate
@@ -38,5 +46,5 @@ def validate(chip, cases_path, progress: bool = False):
 __all__ = [
     "Attention", "Collective", "ConfigError", "Conv2d", "Copy", "Gemm", "MappingError", "OpResult", "ShapeError",
     "SimError", "VectorOp", "WorkloadError", "__version__", "list_chips", "load_chip", "results_dataframe",
-    "run_llm", "simulate", "simulate_gemm", "sweep", "validate",
+    "run_llm", "serve", "simulate", "simulate_gemm", "sweep", "validate",
 ]

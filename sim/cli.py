@@ -375,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     except ImportError:  # pragma: no cover
         pass
     try:
+        from .apps.serving.cli import add_serve_parser, cmd_serve
+
+        add_serve_parser(sub, cmd_serve)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
         from .plotting import add_plot_parser
 
         add_plot_parser(sub, _plot)
