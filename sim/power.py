@@ -220,13 +220,22 @@ def llm_run_power(chip, model, result: dict, *, phase: str = "prefill", batch: i
     parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel,
                            collective_algorithm=(result.get("parallel") or {}).get("collective", "ring"))
     options = options or Options()
+    try:  # the software stack that lowered the run's ops into kernels (sim/stacks.py), when present
+        from .stacks import chip_stack, lower_trace
+
+        stack = chip_stack(chip, result.get("stack"))
+        kernels = lambda trace: lower_trace(trace, stack)  # noqa: E731
+        opts = lambda t: t.options(options)  # noqa: E731
+    except ImportError:
+        kernels = lambda trace: trace  # noqa: E731
+        opts = lambda t: options  # noqa: E731
     seconds = energy = clock_s = 0.0
     for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
                                      precision, parallel, attention):
-        for t in trace:
+        for t in kernels(trace):
             if getattr(t.op, "op", None) == "dequant":
                 continue  # fused into its consumer, as run_trace does
-            r = simulate_op(chip, t.op, options)
+            r = simulate_op(chip, t.op, opts(t))
             w = t.repeat * weight
             seconds += r.seconds * w
             energy += r.energy_pj * 1e-12 * w
