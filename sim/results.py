@@ -193,7 +193,7 @@ def format_number(v: Any, key: str = "") -> str:
         return format_bytes(float(v)) + "/s"
     if key.endswith("bytes") or key.endswith("_bytes_per_sequence"):
         return format_bytes(float(v))
-    if isinstance(v, int) or (abs(v) >= 1e4 and float(v).is_integer()):
+    if isinstance(v, int) or (float(v).is_integer() and abs(v) < 1e18):
         return f"{int(v):,}"
     a = abs(v)
     if a >= 1e4:

@@ -21,12 +21,19 @@ from __future__ import annotations
 
 import configparser
 import csv
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, ConfigProblem, WorkloadError
+
+#: bounds on what a SCALE-Sim input may ask for (a clear error instead of a hang)
+MAX_ARRAY_DIM = 1 << 16        # rows or columns of the array (as a chip file allows)
+MAX_SRAM_KB = 1 << 30          # one SRAM, kB
+MAX_DIM = 1 << 31              # one topology field (ifmap size, channels, M, N, K...)
+MAX_LAYERS = 16_384            # layers after depthwise expansion (one per channel)
 
 _REQUIRED = {
     "architecture_presets": ["ArrayHeight", "ArrayWidth", "IfmapSramSzkB", "FilterSramSzkB", "OfmapSramSzkB",
@@ -66,12 +73,12 @@ def _line_of(text: str, key: str) -> int:
 
 
 def read_config(path: str | Path) -> ScaleSimConfig:
+    from .config.loader import read_text_checked
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(ConfigProblem(str(path), 0, "", f"cannot read file (expected UTF-8 text): {exc}")) from None
-    cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
+    text = read_text_checked(path, max_bytes=1 << 20)
+    # no interpolation: SCALE-Sim's configs have none, and '%(...)s' must stay plain text
+    cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"), interpolation=None)
     try:
         cp.read_string(text, source=str(path))
     except configparser.Error as exc:
@@ -92,15 +99,24 @@ def read_config(path: str | Path) -> ScaleSimConfig:
 
     def num(key: str, cast=int, positive=True):
         raw = cp.get(sec, key).strip()
+        where = (str(path), _line_of(text, key), f"{sec}.{key}")
         try:
-            v = cast(float(raw)) if cast is int else cast(raw)
+            f = float(raw)
         except ValueError:
-            problems.append(ConfigProblem(str(path), _line_of(text, key), f"{sec}.{key}", f"expected a number, got {raw!r}"))
+            problems.append(ConfigProblem(*where, f"expected a number, got {raw!r}"))
             return None
-        if cast is int and float(raw) != int(float(raw)):
-            problems.append(ConfigProblem(str(path), _line_of(text, key), f"{sec}.{key}", f"expected a whole number, got {raw!r}"))
+        if not math.isfinite(f):
+            problems.append(ConfigProblem(*where, f"expected a finite number, got {raw!r}"))
+            return None
+        limit = MAX_ARRAY_DIM if cast is int else MAX_SRAM_KB
+        if f > limit:
+            problems.append(ConfigProblem(*where, f"must be at most {limit:,}, got {raw}"))
+            return None
+        if cast is int and f != int(f):
+            problems.append(ConfigProblem(*where, f"expected a whole number, got {raw!r}"))
+        v = int(f) if cast is int else f
         if positive and v <= 0:
-            problems.append(ConfigProblem(str(path), _line_of(text, key), f"{sec}.{key}", f"must be positive, got {raw}"))
+            problems.append(ConfigProblem(*where, f"must be positive, got {raw}"))
         return v
 
     rows, cols = num("ArrayHeight"), num("ArrayWidth")
@@ -120,7 +136,7 @@ def read_config(path: str | Path) -> ScaleSimConfig:
         raw = cp.get(sec, "Bandwidth").split(",")[0].strip()
         try:
             bw = float(raw)
-            if bw <= 0:
+            if not (0 < bw < 1e12):
                 raise ValueError
         except ValueError:
             if mode == "USER":
@@ -137,11 +153,13 @@ def read_config(path: str | Path) -> ScaleSimConfig:
 
 def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
     """Read a SCALE-Sim topology CSV (``fmt`` conv, gemm or auto from the header)."""
+    from .config.loader import read_text_checked
+
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"{path}: cannot read topology (expected UTF-8 CSV text): {exc}") from None
+        lines = read_text_checked(path).splitlines()
+    except ConfigError as exc:
+        raise WorkloadError(f"cannot read the topology: {exc.problems[0].format()}") from None
     rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(lines))]
     rows = [(ln, [c for c in cells]) for ln, cells in rows if any(cells)]
     if not rows:
@@ -159,10 +177,18 @@ def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
             continue
         name = cells[0]
         try:
-            vals = [int(float(c)) for c in cells[1:]]
+            floats = [float(c) for c in cells[1:]]
         except ValueError:
             raise WorkloadError(f"{path}:{ln}: layer '{name}': every field after the name must be a number "
                                 f"(got {cells[1:]})") from None
+        bad = next((c for c, f in zip(cells[1:], floats) if not math.isfinite(f) or f != int(f)), None)
+        if bad is not None:
+            raise WorkloadError(f"{path}:{ln}: layer '{name}': every field after the name must be a whole number "
+                                f"(got {bad!r})")
+        vals = [int(f) for f in floats]
+        big = next((v for v in vals if v > MAX_DIM), None)
+        if big is not None:
+            raise WorkloadError(f"{path}:{ln}: layer '{name}': {big:,} is above the limit of {MAX_DIM:,} per field")
         if any(v <= 0 for v in vals):
             raise WorkloadError(f"{path}:{ln}: layer '{name}': dimensions must be positive (got {vals})")
         if fmt == "gemm":
@@ -179,6 +205,9 @@ def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
         if fh > ih or fw > iw:
             raise WorkloadError(f"{path}:{ln}: layer '{name}': a {fh}x{fw} filter is larger than the {ih}x{iw} ifmap")
         copies = [(name, ch)]
+        if "DP" in name and len(layers) + ch > MAX_LAYERS:
+            raise WorkloadError(f"{path}:{ln}: depthwise layer '{name}' has {ch:,} channels: SCALE-Sim runs one "
+                                f"layer per channel, and a topology is limited to {MAX_LAYERS:,} layers")
         if "DP" in name:  # SCALE-Sim: depthwise layers run as one single-channel layer per channel
             copies = [(f"{name}Channel_{i}", 1) for i in range(ch)]
         for lname, c in copies:
@@ -189,6 +218,12 @@ def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
     if not layers:
         raise WorkloadError(f"{path}: no layers after the header row")
     return layers
+
+
+#: a chip key set from the .cfg -> the .cfg key it came from
+_CFG_KEY = {"rows": "ArrayHeight", "cols": "ArrayWidth", "capacity_kib": "IfmapSramSzkB", "input_kib": "IfmapSramSzkB",
+            "weight_kib": "FilterSramSzkB", "output_kib": "OfmapSramSzkB", "bytes_per_cycle": "ArrayWidth",
+            "bandwidth_bytes_per_cycle": "Bandwidth", "default_dataflow": "Dataflow"}
 
 
 def chip_overrides(cfg: ScaleSimConfig, sram_level: str = "sram") -> list[str]:
@@ -218,7 +253,13 @@ def run_scalesim(cfg_path: str | Path, topology_path: str | Path, topology_forma
     layers = read_topology(topology_path, topology_format)
     base = load_chip(chip)
     core_srams = base.memory.core_srams
-    chip_spec = load_chip(chip, overrides=chip_overrides(cfg, core_srams[-1].name))
+    try:
+        chip_spec = load_chip(chip, overrides=chip_overrides(cfg, core_srams[-1].name))
+    except ConfigError as exc:  # a .cfg value the chip model refuses: name the .cfg, not the chip file
+        raise ConfigError([ConfigProblem(cfg.path, _line_of(Path(cfg.path).read_text(encoding="utf-8"),
+                                                            _CFG_KEY.get(p.path.split(".")[-1], "")) or 0,
+                                         f"architecture_presets.{_CFG_KEY.get(p.path.split('.')[-1], p.path)}",
+                                         p.message) for p in exc.problems]) from None
     df = get_dataflow(cfg.dataflow)
     out = []
     for layer in layers:

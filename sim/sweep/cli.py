@@ -7,6 +7,31 @@ from pathlib import Path
 __all__ = ["add_sweep_parser", "cmd_sweep"]
 
 
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got '{text}'") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got '{text}'") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got '{text}'")
+    return v
+
+
 def add_sweep_parser(sub, func) -> None:
     s = sub.add_parser(
         "sweep", help="design-space sweep from a YAML spec: resumable, local processes or Dask",
@@ -17,18 +42,18 @@ def add_sweep_parser(sub, func) -> None:
     s.add_argument("spec", help="sweep spec YAML (see sweeps/*.yaml)")
     s.add_argument("--out", default=None, metavar="DIR",
                    help="results store folder (default: reports/sweeps/NAME); reused points are skipped")
-    s.add_argument("-j", "--jobs", type=int, default=None,
+    s.add_argument("-j", "--jobs", type=_positive_int, default=None,
                    help="local worker processes, or LocalCluster workers (default: all cores)")
     s.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT|local",
                    help="run on a Dask cluster (address of its scheduler) or on a Dask LocalCluster ('local')")
-    s.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
+    s.add_argument("--connect-timeout", type=_seconds, default=5.0, metavar="S",
                    help="seconds to wait for a Dask scheduler (default 5)")
     s.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE",
                    help="override a value of the base chip for every point (repeatable)")
     s.add_argument("--csv", default=None, metavar="FILE", help="also export the table to this CSV file")
     s.add_argument("--retry-errors", action="store_true", help="re-simulate stored points that failed")
     s.add_argument("--dry-run", action="store_true", help="list the points and check them; simulate nothing")
-    s.add_argument("--top", type=int, default=12, help="rows of the summary table (default 12)")
+    s.add_argument("--top", type=_positive_int, default=12, help="rows of the summary table (default 12)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     s.set_defaults(func=func)
 

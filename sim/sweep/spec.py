@@ -290,7 +290,10 @@ def _expand_range(r: dict, where: str) -> list[Any]:
     if whole:
         out = [int(round(v)) for v in vals]
         if len(set(out)) != len(out):
-            raise ValueError(f"range gives repeated values after rounding to whole numbers: {out}")
+            dup = next(v for i, v in enumerate(out) if v in out[:i])
+            shown = out if len(out) <= 12 else out[:12] + ["..."]
+            raise ValueError(f"range gives repeated values after rounding to whole numbers ({dup} twice; "
+                             f"{len(out):,} values: {', '.join(map(str, shown))}); use fewer values or a float range")
         return out
     return [_clean_float(float(v)) for v in vals]
 
@@ -441,8 +444,29 @@ class LoadedSpec:
         return self.doc.source if self.doc is not None else "<sweep spec>"
 
 
+#: the most points a sweep may have (``SIM_SWEEP_MAX_POINTS`` changes it); checked before
+#: anything is planned, so a mistaken range never costs memory
+MAX_POINTS = int(__import__("os").environ.get("SIM_SWEEP_MAX_POINTS", "100000"))
+
+
+def _check_size(spec: SweepSpec, doc: YamlDoc | None, axes: list) -> None:
+    total = max(1, len(spec.workloads))
+    for ax in axes:
+        total *= max(1, len(ax.values))
+    if total <= MAX_POINTS:
+        return
+    source = doc.source if doc is not None else "<sweep spec>"
+    line = doc.line_of(("parameters",)) if doc is not None else 0
+    sizes = " x ".join(f"{len(ax.values):,} ({'+'.join(ax.paths)})" for ax in axes)
+    raise ConfigError(ConfigProblem(
+        source, line, "parameters",
+        f"the sweep has {total:,} points ({len(spec.workloads)} workload(s) x {sizes}), above the limit of "
+        f"{MAX_POINTS:,}; narrow the ranges or split the sweep (SIM_SWEEP_MAX_POINTS raises the limit)"))
+
+
 def _finish(spec: SweepSpec, doc: YamlDoc | None, base_dir: Path) -> LoadedSpec:
     axes = parse_axes(spec, doc)
+    _check_size(spec, doc, axes)
     metrics = check_metrics(spec, doc)
     names: dict[str, int] = {}
     problems = []
