@@ -364,7 +364,11 @@ class DramLevel(_Spec):
     Geometry: ``channels`` independent channels over the whole device (all stacks), each
     split into ``pseudo_channels_per_channel`` pseudo-channels whose data bus is
     ``bus_width_bits`` wide.  One access moves ``bus_width_bits * burst_length / 8``
-    bytes.  Timings are JEDEC-style, in nanoseconds.
+    bytes.  ``technology`` names a speed-bin family (``sim.memory.dram.DRAM_TECHNOLOGIES``:
+    DDR3, DDR4, LPDDR5, LPDDR5X, HBM2, HBM2E, HBM3, HBM3E); its interface clock tCK
+    follows from the pin rate.  Column-to-column timings are in clock cycles of that
+    clock (``t_ccd_s_nck`` ...; None = the technology's JEDEC value), so they scale with
+    ``data_rate_gbps_per_pin``; array-core timings (tRCD, tRP, tRAS, tRFC ...) are in ns.
     """
 
     kind: Literal["dram"]
@@ -388,7 +392,19 @@ class DramLevel(_Spec):
     t_rfc_ns: TimeNs
     t_refi_ns: TimeNs
     t_wr_ns: TimeNs
+    # legacy: a fixed tCCD in ns does not scale with the pin rate; prefer t_ccd_s_nck
     t_ccd_ns: Optional[TimeNs] = None
+    # bank groups per pseudo-channel (None: no bank-group timing) and the column/ACT
+    # spacings in interface clocks tCK (None: the technology's JEDEC value); the ns
+    # fields are analog floors: tCCD_L = max(t_ccd_l_nck tCK, t_ccd_l_ns), tRRD_S =
+    # max(t_rrd_s_nck tCK, t_rrd_ns), tRRD_L = max(t_rrd_l_nck tCK, t_rrd_l_ns)
+    bank_groups: Optional[_int(1, 1 << 12)] = None
+    t_ccd_s_nck: Optional[_num(gt=0, le=1024)] = None
+    t_ccd_l_nck: Optional[_num(gt=0, le=1024)] = None
+    t_ccd_l_ns: Optional[TimeNs] = None
+    t_rrd_s_nck: Optional[_num(gt=0, le=1024)] = None
+    t_rrd_l_nck: Optional[_num(gt=0, le=1024)] = None
+    t_rrd_l_ns: Optional[TimeNs] = None
     controller_latency_ns: TimeNs = 0.0
     max_outstanding_requests_per_core: _int(1, 1 << 20) = 64
     # refresh: "per_bank" (HBM/LPDDR REFpb: one bank at a time for t_rfc_pb_ns) or
@@ -421,6 +437,16 @@ class DramLevel(_Spec):
         if self.t_refi_ns <= self.t_rfc_ns:
             problems.append((("t_refi_ns",), f"t_refi_ns must be larger than t_rfc_ns ({self.t_rfc_ns:g})",
                              self.t_refi_ns))
+        from ..memory.dram import DRAM_TECHNOLOGIES, _tech_key
+        if _tech_key(self.technology) not in DRAM_TECHNOLOGIES:
+            problems.append((("technology",), f"unknown DRAM technology {self.technology!r}; valid: "
+                             f"{', '.join(DRAM_TECHNOLOGIES)}", self.technology))
+        if self.bank_groups is not None and self.banks_per_pseudo_channel % self.bank_groups:
+            problems.append((("bank_groups",), f"bank_groups must divide banks_per_pseudo_channel "
+                             f"({self.banks_per_pseudo_channel})", self.bank_groups))
+        if self.t_ccd_ns is not None and self.t_ccd_s_nck is not None:
+            problems.append((("t_ccd_ns",), "give either t_ccd_ns (fixed ns, legacy) or t_ccd_s_nck "
+                             "(clock cycles, scales with the pin rate), not both", self.t_ccd_ns))
         if problems:
             raise _rule_errors("DramLevel", problems)
         return self
@@ -451,9 +477,27 @@ class DramLevel(_Spec):
         return self.burst_length / self.data_rate_gbps_per_pin
 
     @property
+    def tck_ns(self) -> float:
+        """Interface clock period of the technology's timing tables, ns (from the pin rate)."""
+        from ..memory.dram import dram_technology
+        return dram_technology(self.technology).beats_per_tck / self.data_rate_gbps_per_pin
+
+    @property
     def effective_t_ccd_ns(self) -> float:
-        """Minimum spacing of column commands on one pseudo-channel (``t_ccd_ns`` or one burst)."""
-        return self.t_ccd_ns if self.t_ccd_ns is not None else self.burst_ns
+        """Minimum spacing of column commands on one pseudo-channel (tCCD_S): ``t_ccd_ns``
+        (legacy, fixed) or ``t_ccd_s_nck`` (default: the technology's) x tCK."""
+        if self.t_ccd_ns is not None:
+            return self.t_ccd_ns
+        from ..memory.dram import dram_technology
+        n = self.t_ccd_s_nck if self.t_ccd_s_nck is not None else dram_technology(self.technology).t_ccd_s_nck
+        return n * self.tck_ns
+
+    @property
+    def bus_peak_bytes_per_s(self) -> float:
+        """Highest bandwidth the data buses can carry, one burst per max(burst, tCCD_S) on
+        every pseudo-channel: the peak the DRAM model can reach.  Equals
+        :attr:`peak_bytes_per_s` unless a column timing is longer than a burst."""
+        return self.pseudo_channels * self.access_bytes / max(self.burst_ns, self.effective_t_ccd_ns) * 1e9
 
     @property
     def t_rc_ns(self) -> float:

@@ -124,7 +124,10 @@ P_PC_POLY = 43               # 6 values: the pseudo-channel hash polynomial (see
 P_BANK_POLY = 49             # same for the bank hash
 P_T_TURN_PER_WRITE = 55      # (tRTW + tWTR + tCL) / write batch: bubble share per write burst
 P_RW_HORIZON = 56            # a read this recent (ns before a write) puts reads in the mix
-N_PARAMS = 57
+P_BANK_GROUPS = 57           # bank groups per pseudo-channel (bank b is in group b % groups); 1 = none
+P_T_CCD_L = 58               # CAS to CAS in one bank group (tCCD_L), ns
+P_T_RRD_L = 59               # ACT to ACT in one bank group (tRRD_L), ns
+N_PARAMS = 60
 
 # --------------------------------------------------------------------------------------
 # State layout.
@@ -145,7 +148,10 @@ B_CAS_READY = 1    # earliest CAS to the open row (ACT + tRCD)
 B_PRE_READY = 2    # earliest PRE (tRAS, tRTP, tWR)
 B_ACT_READY = 3    # earliest ACT while closed (after refresh)
 B_CLOSE0 = 4       # B_CLOSE0 .. +N_RECENT-1: when each remembered row was closed (extended)
-N_BANK_T = B_CLOSE0 + N_RECENT
+# bank-group state, kept in the row of bank g of the pseudo-channel for group g:
+B_BG_DATA = B_CLOSE0 + N_RECENT      # earliest data start of the group's next chunk (tCCD_L)
+B_BG_ACT = B_BG_DATA + 1             # the group's last ACT (tRRD_L)
+N_BANK_T = B_BG_ACT + 1
 
 # bank_i columns
 BI_ROW0 = 0                   # remembered rows (-1 = none)
@@ -529,6 +535,10 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
     pc, bank, row = dram_decode(p, addr)
     b = pc * np.int64(p[P_BANKS]) + bank
     frfcfs = p[P_FRFCFS] != 0.0
+    nbg = np.int64(p[P_BANK_GROUPS])
+    bgrow = b
+    if nbg > 1:
+        bgrow = pc * np.int64(p[P_BANKS]) + bank % nbg
 
     g_bytes = np.int64(p[P_ACCESS_BYTES])
     g_shift = np.int64(p[P_ACCESS_SHIFT])
@@ -615,7 +625,13 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
                 want = bank_t[b, B_ACT_READY]
                 if t_in > want:
                     want = t_in
+            if nbg > 1:
+                t_bg = bank_t[bgrow, B_BG_ACT] + p[P_T_RRD_L]
+                if t_bg > want:
+                    want = t_bg
             t_act = _act_place(p, pc_t, pc_i, pc, want, t_in)
+            if nbg > 1 and t_act > bank_t[bgrow, B_BG_ACT]:
+                bank_t[bgrow, B_BG_ACT] = t_act
             if open_row >= 0 and frfcfs:
                 # remember the displaced row: in the slot of the new row if it was
                 # remembered, else in the slot closed longest ago
@@ -646,6 +662,16 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
             stats[S_TURNAROUNDS] += 2.0 * n_bursts / p[P_WRITE_BATCH]
     else:
         ready = cas_ready + p[P_T_CL]
+    # bank groups: the chunk's CAS commands to one bank are tCCD_L apart.  Its bursts are
+    # booked back to back on the bus (the controller interleaves other groups' bursts
+    # into the gaps), but the group takes no new chunk before n x tCCD_L after this one's
+    # first burst, and the chunk's last beat is (n - 1) x tCCD_L after its first.
+    step = slot
+    if nbg > 1:
+        if p[P_T_CCD_L] > step:
+            step = p[P_T_CCD_L]
+        if bank_t[bgrow, B_BG_DATA] > ready:
+            ready = bank_t[bgrow, B_BG_DATA]
     h = -1
     ds = 0.0
     if pc_i[pc, I_BUS_HOLES] > 0:
@@ -667,6 +693,10 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
             _hole_insert(pc_t, pc_i, pc, C_BUS_HOLES, I_BUS_HOLES, hs, ds, slot)
         pc_t[pc, C_BUS_FREE] = ds + dur
     de = ds + dur
+    if nbg > 1:
+        bank_t[bgrow, B_BG_DATA] = ds + n_bursts * step
+        if step > slot:
+            de = ds + dur + (n_bursts - 1) * (step - slot)
     if is_write:
         if de > pc_t[pc, C_LAST_WRITE_END]:
             pc_t[pc, C_LAST_WRITE_END] = de

@@ -24,7 +24,8 @@ import numpy as np
 from ..errors import ConfigError, ConfigProblem, UnknownNameError
 from ..kernels import dram as K
 
-__all__ = ["DramParams", "DramModel", "EXAMPLE_DEVICES", "example_spec"]
+__all__ = ["DramParams", "DramModel", "EXAMPLE_DEVICES", "example_spec", "DRAM_TECHNOLOGIES",
+           "DramTechnology", "dram_technology"]
 
 # Attributes every DRAM spec must have (the chip config's DRAM level).
 _REQUIRED = (
@@ -40,7 +41,8 @@ _OPTIONAL = (
     "t_ccd_ns", "read_energy_pj_per_byte", "write_energy_pj_per_byte",
     "t_cwl_ns", "t_rtp_ns", "t_wtr_ns", "t_rtw_ns", "write_batch_bursts", "address_hash",
     "refresh_stagger", "refresh_mode", "t_rfc_pb_ns", "scheduler", "scheduler_window_ns",
-    "row_hit_cap",
+    "row_hit_cap", "bank_groups", "t_ccd_s_nck", "t_ccd_l_nck", "t_ccd_l_ns", "t_rrd_s_nck",
+    "t_rrd_l_nck", "t_rrd_l_ns",
 )
 _REFRESH_MODES = ("all_bank", "per_bank")
 _SCHEDULERS = ("frfcfs", "fcfs")
@@ -52,6 +54,83 @@ def _is_pow2(x: int) -> bool:
 
 def _log2_or_minus1(x: int) -> int:
     return int(x).bit_length() - 1 if _is_pow2(int(x)) else -1
+
+
+# ======================================================================================
+# Speed bins: the interface clock tCK of each technology and its column timings in tCK.
+#
+# JEDEC tables give the column-to-column timings (tCCD_S/L, tRRD_S/L, tBURST) in clock
+# cycles nCK of the interface clock, with an analog floor in ns for some of them
+# (tX = max(n nCK, t ns)); tCK follows from the pin rate: tCK = beats_per_tck / rate,
+# where beats_per_tck is the number of data beats per clock of the timing tables.  The
+# array-core timings (tRCD, tRP, tRAS, tRFC, tCL, tWR ...) are analog and stay in ns.
+# So a faster speed bin shortens the column timings with its clock (a BL8 burst and
+# HBM3 tCCD_S = 2 nCK are both 1.25 ns at 6.4 Gb/s and 0.83 ns at 9.6 Gb/s), while a
+# row miss costs the same nanoseconds.
+#
+#   [R2-HBM3]  Ramulator2 python/ramulator/dram/hbm3.py (commit 0aba1928): timing presets
+#              HBM3_4800/5600/6400Mbps, tCK_ps 833/714/625 -> 4 beats per tCK; nBL 2,
+#              nCCDS 2, nCCDL 4 in every bin; nRRDS = nRRDL = max(4 nCK, 5 ns)
+#   [JESD238]  JEDEC JESD238 HBM3: 6.4 Gb/s top bin (announcement, Jan 2022)
+#   [HBM3E]    vendor HBM3E announcements (SK hynix 2023-24: 9.2-9.6 Gb/s; Micron 2024:
+#              > 9.2 Gb/s); HBM3E is HBM3 (JESD238A) timing at higher bins
+#   [D3-HBM2]  DRAMsim3 configs/HBM2_8Gb_x128.ini (commit 0eb63609): tCK 1 ns at 2 Gb/s
+#              (2 beats per tCK), BL4 = 2 nCK, tCCD_S 1, tCCD_L 2, tRRD_S 4, tRRD_L 6
+#   [JESD235]  JEDEC JESD235A/B HBM2: 1.0-2.4 Gb/s; JESD235C/D HBM2E: up to 3.2 Gb/s,
+#              vendor HBM2E bins to 3.6 Gb/s (SK hynix 2020)
+#   [R2-LP5]   Ramulator2 python/ramulator/dram/lpddr5.py (commit 0aba1928): preset
+#              LPDDR5_6400, tCK 1250 ps (CK:WCK 1:4, 8 beats per tCK), nBL 2 (BL16),
+#              nCCDS 2, nCCDL 4 (bank-group mode), nRRDS = nRRDL = max(4 nCK, 5 ns)
+#   [JESD209-5] JEDEC JESD209-5 LPDDR5: bank-group mode above 3200 MT/s, top bin
+#              6400 MT/s; JESD209-5B LPDDR5X: up to 8533 MT/s
+#   [JESD79-4] JEDEC JESD79-4 DDR4 speed bins 1600-3200 MT/s (DDR clock: 2 beats per
+#              tCK, BL8 = 4 nCK): tCCD_S 4 nCK, tCCD_L max(5 nCK, 5 ns), tRRD_S/L
+#              max(4 nCK, x ns); as tabulated in Ramulator2 python/ramulator/dram/ddr4.py
+#              (preset DDR4_3200AA: nCCDS 4, nCCDL 8) and DRAMsim3 DDR4_8Gb_x8_3200.ini
+#   [JESD79-3] JEDEC JESD79-3F DDR3 speed bins 800-2133 MT/s (2 beats per tCK, BL8 =
+#              4 nCK): tCCD 4 nCK, no bank groups, tRRD max(4 nCK, x ns); Ramulator2
+#              python/ramulator/dram/ddr3.py presets DDR3_800D ... DDR3_2133N
+# ======================================================================================
+@dataclass(frozen=True)
+class DramTechnology:
+    """Clocking and column timings of one DRAM technology (see the table's sources)."""
+    name: str
+    beats_per_tck: int              # data beats per clock of the timing tables
+    bin_gbps: tuple                 # (lowest, highest) JEDEC/vendor pin rate, Gb/s
+    t_ccd_s_nck: float              # column to column, different bank group
+    t_ccd_l_nck: float              # column to column, same bank group (min nCK)
+    t_ccd_l_ns: float               # ... and its analog floor (0 = none)
+    t_rrd_s_nck: float              # ACT to ACT, different bank group (min nCK)
+    t_rrd_l_nck: float              # ACT to ACT, same bank group (min nCK)
+    source: str
+
+
+DRAM_TECHNOLOGIES: Mapping[str, DramTechnology] = MappingProxyType({t.name: t for t in (
+    DramTechnology("DDR3", 2, (0.8, 2.133), 4, 4, 0.0, 4, 4, "JESD79-3"),
+    DramTechnology("DDR4", 2, (1.6, 3.2), 4, 5, 5.0, 4, 4, "JESD79-4"),
+    DramTechnology("LPDDR5", 8, (3.2, 6.4), 2, 4, 0.0, 4, 4, "R2-LP5, JESD209-5"),
+    DramTechnology("LPDDR5X", 8, (6.4, 8.533), 2, 4, 0.0, 4, 4, "R2-LP5, JESD209-5B"),
+    DramTechnology("HBM2", 2, (1.0, 2.4), 1, 2, 0.0, 4, 6, "D3-HBM2, JESD235"),
+    DramTechnology("HBM2E", 2, (2.4, 3.6), 1, 2, 0.0, 4, 6, "D3-HBM2, JESD235"),
+    DramTechnology("HBM3", 4, (4.8, 6.4), 2, 4, 0.0, 4, 4, "R2-HBM3, JESD238"),
+    DramTechnology("HBM3E", 4, (6.4, 9.6), 2, 4, 0.0, 4, 4, "R2-HBM3, HBM3E"),
+)})
+
+
+def _tech_key(technology: Any) -> str:
+    return str(technology).upper().replace("-", "").replace(" ", "").replace("_", "")
+
+
+def dram_technology(technology: Any) -> DramTechnology:
+    """The :class:`DramTechnology` of a label (case, '-', '_' and spaces ignored:
+    ``hbm3e``, ``HBM-3E``).  Raises :class:`ConfigError` listing the valid ones."""
+    t = DRAM_TECHNOLOGIES.get(_tech_key(technology))
+    if t is None:
+        raise ConfigError([ConfigProblem(
+            file="<dram>", line=0, path="technology",
+            message=f"unknown DRAM technology {technology!r}; valid: {', '.join(DRAM_TECHNOLOGIES)}",
+            valid_keys=tuple(DRAM_TECHNOLOGIES))])
+    return t
 
 
 @dataclass(frozen=True)
@@ -80,7 +159,9 @@ class DramParams:
     t_wr_ns: float
     controller_latency_ns: float
     max_outstanding_requests_per_core: int
-    t_ccd_ns: float | None = None                  # None: one burst time
+    #: legacy fixed column-to-column spacing in ns.  It does NOT scale with the pin rate;
+    #: None (default): tCCD_S = ``t_ccd_s_nck`` x tCK.  Not allowed with ``t_ccd_s_nck``.
+    t_ccd_ns: float | None = None
     read_energy_pj_per_byte: float | None = None
     write_energy_pj_per_byte: float | None = None
     #: write latency (CAS to first write beat). None: same as t_cl_ns (as gem5 does for LPDDR5).
@@ -122,6 +203,20 @@ class DramParams:
     #: most hits a row batch may take past an older conflicting request: gem5
     #: DRAMInterface max_accesses_per_row = 16.
     row_hit_cap: int = 16
+    #: bank groups per pseudo-channel (banks ``b`` with equal ``b % bank_groups`` share
+    #: one).  None or 1: no bank-group timing (tCCD_L and tRRD_L unused).
+    bank_groups: int | None = None
+    #: column-to-column (CAS to CAS) spacing, different / same bank group, in clock cycles
+    #: tCK of the interface.  None: the technology's JEDEC value (``DRAM_TECHNOLOGIES``).
+    t_ccd_s_nck: float | None = None
+    t_ccd_l_nck: float | None = None
+    #: analog floor of tCCD_L in ns (tCCD_L = max(n nCK, t ns), DDR4).  None: the technology's.
+    t_ccd_l_ns: float | None = None
+    #: ACT to ACT, different / same bank group, minimum in nCK; the ns floors are
+    #: ``t_rrd_ns`` (tRRD_S) and ``t_rrd_l_ns`` (None: ``t_rrd_ns``).  None: the technology's.
+    t_rrd_s_nck: float | None = None
+    t_rrd_l_nck: float | None = None
+    t_rrd_l_ns: float | None = None
 
     # ---------------------------------------------------------------- construction
     def __post_init__(self) -> None:
@@ -136,6 +231,23 @@ class DramParams:
             v = getattr(self, f)
             if isinstance(v, bool) or int(v) != v or v < 1:
                 bad(f, f"must be a positive integer, got {v!r}")
+        if _tech_key(self.technology) not in DRAM_TECHNOLOGIES:
+            bad("technology", f"unknown DRAM technology {self.technology!r}; valid: "
+                f"{', '.join(DRAM_TECHNOLOGIES)}")
+        if self.bank_groups is not None:
+            v = self.bank_groups
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                bad("bank_groups", f"must be a positive integer, got {v!r}")
+            elif self.banks_per_pseudo_channel % int(v):
+                bad("bank_groups", f"must divide banks_per_pseudo_channel "
+                    f"({self.banks_per_pseudo_channel}), got {v!r}")
+        for f in ("t_ccd_s_nck", "t_ccd_l_nck", "t_rrd_s_nck", "t_rrd_l_nck"):
+            v = getattr(self, f)
+            if v is not None and not (v > 0 and math.isfinite(v)):
+                bad(f, f"must be a finite number > 0, got {v!r}")
+        if self.t_ccd_ns is not None and self.t_ccd_s_nck is not None:
+            bad("t_ccd_ns", "give either t_ccd_ns (fixed ns, legacy) or t_ccd_s_nck (clock "
+                "cycles, scales with the pin rate), not both")
         if self.refresh_mode is not None and self.refresh_mode not in _REFRESH_MODES:
             bad("refresh_mode", f"must be one of {', '.join(_REFRESH_MODES)}, got {self.refresh_mode!r}")
         if self.scheduler not in _SCHEDULERS:
@@ -147,7 +259,8 @@ class DramParams:
         for f in ("t_rcd_ns", "t_rp_ns", "t_cl_ns", "t_ras_ns", "t_rrd_ns", "t_faw_ns",
                   "t_rfc_ns", "t_wr_ns", "controller_latency_ns", "t_rtp_ns", "t_wtr_ns",
                   "t_ccd_ns", "t_cwl_ns", "t_rtw_ns", "read_energy_pj_per_byte",
-                  "write_energy_pj_per_byte", "t_rfc_pb_ns", "scheduler_window_ns"):
+                  "write_energy_pj_per_byte", "t_rfc_pb_ns", "scheduler_window_ns",
+                  "t_ccd_l_ns", "t_rrd_l_ns"):
             v = getattr(self, f)
             if v is not None and not (v >= 0 and math.isfinite(v)):
                 bad(f, f"must be a finite number >= 0, got {v!r}")
@@ -194,7 +307,8 @@ class DramParams:
         kw.update(overrides)
         ints = ("channels", "pseudo_channels_per_channel", "bus_width_bits", "burst_length",
                 "banks_per_pseudo_channel", "row_buffer_bytes", "interleave_bytes",
-                "max_outstanding_requests_per_core", "write_batch_bursts", "row_hit_cap")
+                "max_outstanding_requests_per_core", "write_batch_bursts", "row_hit_cap",
+                "bank_groups")
         for k in ints:
             if k in kw and isinstance(kw[k], float) and kw[k].is_integer():
                 kw[k] = int(kw[k])
@@ -222,13 +336,62 @@ class DramParams:
         return self.burst_length / self.data_rate_gbps_per_pin
 
     @property
+    def tech(self) -> DramTechnology:
+        return dram_technology(self.technology)
+
+    @property
+    def tck_ns(self) -> float:
+        """Clock period of the interface's timing tables: beats per tCK / pin rate."""
+        return self.tech.beats_per_tck / self.data_rate_gbps_per_pin
+
+    def _nck(self, field: str) -> float:
+        v = getattr(self, field)
+        return float(getattr(self.tech, field) if v is None else v)
+
+    @property
     def t_ccd_effective_ns(self) -> float:
-        return self.burst_ns if self.t_ccd_ns is None else float(self.t_ccd_ns)
+        """tCCD_S: ``t_ccd_ns`` if given (legacy, fixed), else ``t_ccd_s_nck`` x tCK."""
+        if self.t_ccd_ns is not None:
+            return float(self.t_ccd_ns)
+        return self._nck("t_ccd_s_nck") * self.tck_ns
+
+    @property
+    def bank_groups_effective(self) -> int:
+        return 1 if self.bank_groups is None else int(self.bank_groups)
+
+    @property
+    def t_ccd_l_effective_ns(self) -> float:
+        """tCCD_L = max(t_ccd_l_nck x tCK, t_ccd_l_ns, tCCD_S) (same bank group)."""
+        floor = self.tech.t_ccd_l_ns if self.t_ccd_l_ns is None else float(self.t_ccd_l_ns)
+        return max(self._nck("t_ccd_l_nck") * self.tck_ns, floor, self.t_ccd_effective_ns)
+
+    @property
+    def t_rrd_s_effective_ns(self) -> float:
+        """tRRD_S = max(t_rrd_s_nck x tCK, t_rrd_ns)."""
+        return max(self._nck("t_rrd_s_nck") * self.tck_ns, float(self.t_rrd_ns))
+
+    @property
+    def t_rrd_l_effective_ns(self) -> float:
+        """tRRD_L = max(t_rrd_l_nck x tCK, t_rrd_l_ns or t_rrd_ns, tRRD_S) (same bank group)."""
+        floor = float(self.t_rrd_ns if self.t_rrd_l_ns is None else self.t_rrd_l_ns)
+        return max(self._nck("t_rrd_l_nck") * self.tck_ns, floor, self.t_rrd_s_effective_ns)
 
     @property
     def slot_ns(self) -> float:
-        """Bus time per burst in a back-to-back stream: max(burst time, tCCD)."""
+        """Bus time per burst in a back-to-back stream: max(burst time, tCCD_S)."""
         return max(self.burst_ns, self.t_ccd_effective_ns)
+
+    @property
+    def bus_peak_bytes_per_s(self) -> float:
+        """The highest bandwidth the data buses can carry: one burst per ``slot_ns`` on
+        every pseudo-channel.  Equals :attr:`peak_bytes_per_s` (the pins) unless a
+        column timing (a legacy fixed ``t_ccd_ns``) is longer than a burst."""
+        return self.num_pseudo_channels * self.access_bytes / self.slot_ns * 1e9
+
+    @property
+    def speed_bin_gbps(self) -> tuple:
+        """(lowest, highest) pin rate of the technology's JEDEC/vendor speed bins."""
+        return tuple(self.tech.bin_gbps)
 
     @property
     def peak_bytes_per_s(self) -> float:
@@ -297,7 +460,7 @@ class DramParams:
     @property
     def act_slot_ns(self) -> float:
         """ACT calendar slot: max(tRRD, tFAW / 4) (see sim.kernels.dram)."""
-        return max(self.t_rrd_ns, self.t_faw_ns / 4.0)
+        return max(self.t_rrd_s_effective_ns, self.t_faw_ns / 4.0)
 
     def closed_form_read_latency_ns(self, kind: str, nbytes: int | None = None) -> float:
         """Unloaded latency of one read of ``nbytes`` (default: one burst), aligned.
@@ -342,7 +505,7 @@ class DramParams:
         p[K.P_T_CL] = self.t_cl_ns
         p[K.P_T_CWL] = self.t_cl_ns if self.t_cwl_ns is None else self.t_cwl_ns
         p[K.P_T_RAS] = self.t_ras_ns
-        p[K.P_T_RRD] = self.t_rrd_ns
+        p[K.P_T_RRD] = self.t_rrd_s_effective_ns
         p[K.P_T_FAW] = self.t_faw_ns
         p[K.P_T_RFC] = self.t_rfc_ns
         p[K.P_T_REFI] = max(0.0, self.t_refi_ns)
@@ -367,6 +530,9 @@ class DramParams:
         turn = p[K.P_T_RTW] + self.t_wtr_ns + self.t_cl_ns
         p[K.P_T_TURN_PER_WRITE] = turn / self.write_batch_bursts
         p[K.P_RW_HORIZON] = 2 * self.write_batch_bursts * self.slot_ns + turn
+        p[K.P_BANK_GROUPS] = self.bank_groups_effective
+        p[K.P_T_CCD_L] = self.t_ccd_l_effective_ns
+        p[K.P_T_RRD_L] = self.t_rrd_l_effective_ns
         addr_bits = max(1, (self.capacity_bytes - 1).bit_length())
         pc_bits = max(0, int(p[K.P_PC_SHIFT]))
         rest_bits = addr_bits - int(p[K.P_IL_SHIFT]) - pc_bits
@@ -395,6 +561,8 @@ class DramParams:
         bank_t = np.zeros((nbanks, K.N_BANK_T), dtype=np.float64)
         bank_t[:, K.B_ACT] = K._NEG
         bank_t[:, K.B_CLOSE0:K.B_CLOSE0 + K.N_RECENT] = K._NEG
+        bank_t[:, K.B_BG_DATA] = K._NEG
+        bank_t[:, K.B_BG_ACT] = K._NEG
         bank_i = np.zeros((nbanks, K.N_BANK_I), dtype=np.int64)
         bank_i[:, K.BI_ROW0:K.BI_ROW0 + K.N_RECENT] = -1
         pc_t = np.zeros((npc, K.N_PC_T), dtype=np.float64)
