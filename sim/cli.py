@@ -447,6 +447,30 @@ def _setup_output(args) -> None:
         logging.getLogger("numba").setLevel(logging.WARNING)
 
 
+#: commands that run the compiled engine
+_SIMULATING = ("gemm", "run", "validate", "sweep", "scalesim", "demo", "serve")
+
+
+def _compile_notice(args) -> None:
+    """Say so before the first Numba compile (tens of seconds of silence otherwise)."""
+    if getattr(args, "quiet", False) or getattr(args, "command", None) not in _SIMULATING:
+        return
+    if os.environ.get("SIM_DISABLE_JIT", "") not in ("", "0"):
+        return
+    try:
+        import numba
+
+        from .kernels import jit  # noqa: F401  (sets numba.config.CACHE_DIR)
+
+        folder = Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else None
+        warm = folder is not None and folder.is_dir() and next(folder.rglob("*.nbi"), None) is not None
+    except Exception:  # pragma: no cover - a notice only
+        return
+    if not warm:
+        where = f"; they are cached in {folder}" if folder is not None else ""
+        print(f"compiling kernels (first run only, about a minute){where}", file=sys.stderr, flush=True)
+
+
 def _check_out(args) -> None:
     """An --out that must be a folder and names an existing file is a clear error."""
     out = getattr(args, "out", None)
@@ -464,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["SIM_NO_CACHE"] = "1"  # an environment variable, so that sweep workers inherit it
     try:
         _check_out(args)
+        _compile_notice(args)
         return int(args.func(args) or 0)
     except SimError as exc:
         if debug:

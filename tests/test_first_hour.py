@@ -264,3 +264,29 @@ def test_model_set_on_sim_run():
     assert more["tpot_s"] > res["tpot_s"]
     chip_key = sim("run", "npu_128x128", "tiny", "--set", "max_context=8192", check=False)
     assert chip_key.returncode == 2 and "--model-set max_context" in chip_key.stderr
+
+
+# --------------------------------------------------------------------------- 9. progress and compiling
+
+
+def test_compiling_notice_before_the_first_compile_only(tmp_path):
+    code = ("import sys\nfrom sim.cli import build_parser, _compile_notice\n"
+            "_compile_notice(build_parser().parse_args(sys.argv[1:]))\n")
+
+    def notice(*argv, cache):
+        env = dict(_env(), SIM_NUMBA_CACHE_DIR=str(cache))
+        return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+                              timeout=120).stderr
+
+    gemm = ["gemm", "scalesim_32x32", "--m", "8", "--k", "8", "--n", "8"]
+    cold = tmp_path / "cold"
+    assert "compiling kernels (first run only" in notice(*gemm, cache=cold)
+    assert notice(*gemm, "-q", cache=cold) == ""
+    assert notice("list", "chips", cache=cold) == ""  # nothing to compile
+    # a cache folder holding compiled kernels: silent
+    from sim.kernels.jit import kernel_source_hash
+
+    warm = tmp_path / "warm"
+    (warm / kernel_source_hash() / "x").mkdir(parents=True)
+    (warm / kernel_source_hash() / "x" / "engine.run-1.py311.nbi").write_bytes(b"")
+    assert "compiling" not in notice(*gemm, cache=warm)
