@@ -290,3 +290,22 @@ def test_compiling_notice_before_the_first_compile_only(tmp_path):
     (warm / kernel_source_hash() / "x").mkdir(parents=True)
     (warm / kernel_source_hash() / "x" / "engine.run-1.py311.nbi").write_bytes(b"")
     assert "compiling" not in notice(*gemm, cache=warm)
+
+
+def test_model_set_in_a_sweep_workload(tmp_path):
+    from sim.errors import ConfigError
+    from sim.sweep.plan import expand
+    from sim.sweep.run import load_spec
+
+    spec = {"name": "ms", "chip": "npu_128x128",
+            "workloads": [{"name": "long", "model": "tiny", "phase": "decode", "context_len": 4000,
+                           "model_set": {"max_context": 8192}},
+                          {"name": "plain", "model": "tiny", "phase": "decode", "context_len": 1000}]}
+    long_, plain = expand(load_spec(spec))
+    assert long_.task["model"]["max_context"] == 8192 and plain.task["model"]["max_context"] == 2048
+    assert long_.hash != plain.hash
+    # the hash of a workload without model_set is what it was before the field existed
+    assert "model_set" not in plain.task["workload"]
+    bad = dict(spec, workloads=[dict(spec["workloads"][0], model_set={"max_contxt": 8192})])
+    with pytest.raises(ConfigError, match="did you mean 'max_context'"):
+        expand(load_spec(bad))

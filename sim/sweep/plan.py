@@ -110,17 +110,18 @@ class _Resolver:
             self.chips[key] = hit
         return hit
 
-    def model(self, ref: str):
-        hit = self.models.get(ref)
+    def model(self, ref: str, model_set: dict | None = None):
+        key = (ref, tuple(sorted((str(k), repr(v)) for k, v in (model_set or {}).items())))
+        hit = self.models.get(key)
         if hit is None:
             from ..workload.models import load_model_spec
 
             try:
-                spec = load_model_spec(_model_ref(ref, self.loaded.base_dir))
+                spec = load_model_spec(_model_ref(ref, self.loaded.base_dir), overrides=dict(model_set or {}) or None)
                 hit = (spec, spec.model_dump(mode="json"), None)
             except SimError as exc:
                 hit = (None, None, exc)
-            self.models[ref] = hit
+            self.models[key] = hit
         return hit
 
 
@@ -163,7 +164,7 @@ def _check_up_front(loaded: LoadedSpec, res: _Resolver, base: tuple[str, ...]) -
     if not model_varied:
         for i, w in enumerate(spec.workloads):
             if w.kind == "llm":
-                _, _, err = res.model(str(w.model))
+                _, _, err = res.model(str(w.model), w.model_set)
                 if err is not None:
                     problems.append(ConfigProblem(src, loaded.line_of(("workloads", i, "model")),
                                                   f"workloads.{i}.model", _short(err)))
@@ -225,7 +226,7 @@ def expand(loaded: LoadedSpec, extra_set: list[str] | None = None) -> list[Point
                 wl = w
             model_dict = None
             if wl.kind == "llm":
-                _, model_dict, merr = res.model(str(wl.model))
+                _, model_dict, merr = res.model(str(wl.model), wl.model_set)
                 if merr is not None:
                     pt.error = f"invalid point: parameter {WORKLOAD_PREFIX}model = {wl.model}: {_short(merr)}"
                     continue

@@ -8,6 +8,7 @@ A spec is YAML (``sim sweep SPEC.yaml``) or the same structure as a Python dict:
       memory.levels.hbm.capacity_gib: 24
     workloads:                        # every point runs every workload
       - model: llama3-8b              # kind: llm (default): run_llm's arguments
+        model_set: {max_context: 8192}  # optional edits of the model (like `sim run --model-set`)
         phase: decode
         batch: 16
         context_len: 2048
@@ -97,7 +98,7 @@ DEFAULT_LLM_METRICS = ("seconds", "tokens_per_s", "mfu", "mbu", "energy_per_toke
 DEFAULT_GEMM_METRICS = ("seconds", "tflops", "utilization", "energy_j", "power_w", "area_mm2", "tflops_per_w",
                         "tflops_per_mm2")
 WORKLOAD_PREFIX = "workload."
-_LLM_ONLY = ("model", "phase", "batch", "prompt_len", "context_len", "new_tokens", "draft_tokens", "kv_dtype",
+_LLM_ONLY = ("model", "model_set", "phase", "batch", "prompt_len", "context_len", "new_tokens", "draft_tokens", "kv_dtype",
              "tensor_parallel", "pipeline_parallel", "attention", "allow_overflow")
 _GEMM_ONLY = ("m", "k", "n", "count", "row_length")
 
@@ -112,6 +113,8 @@ class WorkloadSpec(BaseModel):
     kind: Literal["llm", "gemm"] = "llm"
     # llm
     model: Optional[str] = None
+    # edits of the model file, as `sim run --model-set` (``{max_context: 131072}``)
+    model_set: Optional[dict[str, Scalar]] = None
     phase: Literal["prefill", "decode", "generate"] = "decode"
     batch: int = Field(1, ge=1)
     prompt_len: int = Field(2048, ge=1)
@@ -168,6 +171,7 @@ class WorkloadSpec(BaseModel):
         d = self.model_dump()
         d.pop("name", None)
         d.pop("model", None)  # the resolved model goes into the hash instead of its name
+        d.pop("model_set", None)  # (and so do its edits)
         if self.kind == "llm":
             for f in _GEMM_ONLY:
                 d.pop(f, None)
