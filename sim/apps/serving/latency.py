@@ -46,7 +46,7 @@ from ...workload.llm import Iteration, Parallelism, Precision, Sequence, build_i
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
 #: bump when the meaning of a stored grid point changes
-TABLE_VERSION = 1
+TABLE_VERSION = 2
 
 
 def _token_grid(limit: int) -> list[int]:
@@ -144,7 +144,7 @@ class LatencyModel:
         self.chips = parallel.tensor * parallel.pipeline
         self.kw = dict(precision=precision, attention=self.attention, parallel=parallel)
         self.token_grid = _token_grid(max(2 * model.max_context, 8192))
-        self.ctx_grid = _pow2_grid(16, model.max_context)
+        self.kv_grid = [k for k in _token_grid(model.max_context) if k >= 16]
         self.batch_grid = _pow2_grid(1, 4096)
         self.past_grid = [0] + _pow2_grid(16, model.max_context)
         ident = json.dumps({"v": TABLE_VERSION, "chip": chip.model_dump_json(), "model": model.model_dump_json(),
@@ -258,20 +258,23 @@ class LatencyModel:
         return ZERO if L <= 0 else self._interp1(self.token_grid, L, self._lm_point)
 
     def decode_attention(self, B: int, context_tokens: int, q: int = 1) -> Cost:
-        """``B`` sequences with ``context_tokens`` cached tokens in all, ``q`` new each."""
+        """``B`` sequences with ``context_tokens`` cached tokens in all, ``q`` new each.
+
+        Sampled at key lengths (cached + new) on :attr:`kv_grid` (powers of two and their
+        1.5x midpoints): an attention kernel's cost steps with whole key tiles, and tiles are
+        powers of two, so grid points on tile boundaries keep the interpolation between them
+        within about one tile's cost."""
         if B <= 0:
             return ZERO
-        C = max(1.0, context_tokens / B)
+        kv = max(1.0, context_tokens / B) + q
         b0, b1, wb = _bracket(self.batch_grid, B)
-        c0, c1, wc = _bracket(self.ctx_grid, C)
-        if C < self.ctx_grid[0]:
-            c0 = c1 = self.ctx_grid[0]  # below 16 tokens of context: costed as 16 (a kernel's minimum tile)
-        cap = self.model.max_context - q
-        c0, c1 = min(c0, cap), min(c1, cap)
+        k0, k1, wk = _bracket(self.kv_grid, kv)
+        cap = self.model.max_context
+        c0, c1 = max(0, min(k0, cap) - q), max(0, min(k1, cap) - q)
 
         def at(b):
             a = self._decode_attn_point(q, b, c0)
-            return a if wc == 0.0 else _lerp(a, self._decode_attn_point(q, b, c1), wc)
+            return a if wk == 0.0 else _lerp(a, self._decode_attn_point(q, b, c1), wk)
         lo = at(b0)
         return lo if wb == 0.0 else _lerp(lo, at(b1), wb)
 

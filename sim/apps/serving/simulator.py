@@ -377,7 +377,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     drain = cfg.drain_s if cfg.drain_s is not None else max(60.0, last_arrival)
     limit = last_arrival + drain
     timeline: list[tuple] = []
-    step = max(limit / cfg.samples, 1e-6)
+    # samples over the arrivals (at most 20 x as many if the run drains for long)
+    step = max(last_arrival / cfg.samples, limit / (20 * cfg.samples), 1e-9)
     bar = None
     if cfg.progress:
         from tqdm import tqdm
