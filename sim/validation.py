@@ -20,7 +20,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +30,44 @@ from .errors import SimError, WorkloadError
 
 COLUMNS = ("kind", "dtype", "m", "k", "n", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "causal",
            "hidden", "ffn", "bytes", "measured_ms")
-KINDS = ("gemm", "attention", "layer", "copy")
+#: columns only some kinds need (a file without such rows may leave them out): ``op`` for
+#: norm / elementwise; the rest for ``model`` cases (see :func:`_parse_model`)
+OPTIONAL_COLUMNS = ("op", "model", "num_layers", "phase", "weight_dtype", "prompt_len", "context_len",
+                    "decode_seqs", "decode_ctx")
+KINDS = ("gemm", "attention", "layer", "copy", "model", "bmm", "softmax", "norm", "elementwise")
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "bf16_2:4")
+#: tensor formats of the single-op kinds bmm / softmax / norm / elementwise
+VECTOR_DTYPES = ("bf16", "fp16", "fp32")
+NORM_OPS = ("rmsnorm", "layernorm")
+ELEMENTWISE_OPS = ("add", "mul", "silu", "gelu", "relu")
+MODEL_PHASES = ("prefill", "decode", "mixed")
 _NEEDED = {
     "gemm": ("dtype", "m", "k", "n"),
     "attention": ("batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "causal"),
     "layer": ("hidden", "heads", "kv_heads", "head_dim", "ffn", "batch", "q_len", "kv_len"),
     "copy": ("bytes",),
+    "model": ("batch",),
+    "bmm": ("batch", "m", "k", "n"),
+    "softmax": ("m", "n"),
+    "norm": ("m", "n"),
+    "elementwise": ("n",),
 }
-#: cuSPARSELt 0.8's only sparse bf16 kernel on sm90 (kernel names recorded in
-#: validation/measurements/h200_case_stats.csv: ..._tilesize128x256x64_...): 256 rows of
-#: x by 128 rows of W per tile, k tile 64; inputs padded to a multiple of 8 rows.  Its
-#: "segment_k" variant runs in some cases (no cublasLt-style reduction kernel follows it);
-#: the model does not split k for it
-CUSPARSELT_TILES = (256, 128, 64)
-CUSPARSELT_ROW_MULTIPLE = 8
-#: 16-bit elements per 16 bytes: the row-stride alignment Hopper's TMA requires
-#: (cuTensorMapEncodeTiled: globalStrides multiple of 16 bytes)
-TMA_ALIGN_ELEMENTS = 8
+
+
+def _load_eager_profile():
+    from .stacks import load_stack
+
+    return load_stack("eager_pytorch")
+
+
+#: the library constants of the H200's eager PyTorch stack now live in its profile
+#: (stacks/eager_pytorch.yaml, with their sources); these names read them from there.
+#: cuSPARSELt 0.8's only sparse bf16 kernel on sm90 (..._tilesize128x256x64_...) and the
+#: row multiple it pads inputs to; the 16-bit row-stride alignment Hopper's TMA requires
+_EAGER = _load_eager_profile()
+CUSPARSELT_TILES = tuple(_EAGER.gemm.sparse_2_4.tiles)
+CUSPARSELT_ROW_MULTIPLE = _EAGER.gemm.sparse_2_4.row_multiple
+TMA_ALIGN_ELEMENTS = _EAGER.gemm.misaligned.align_elements
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,8 @@ class Case:
     dtype: str
     values: dict
     measured_ms: float | None
+    #: text columns of the kinds that have them (``op``; ``model``, ``phase``, ``weight_dtype``)
+    attrs: dict = field(default_factory=dict)
 
     def get(self, key: str) -> int:
         return int(self.values[key])
@@ -93,8 +115,30 @@ def read_cases(path: str | Path) -> list[Case]:
         if kind == "gemm" and dtype not in GEMM_DTYPES:
             problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a gemm dtype (valid: {', '.join(GEMM_DTYPES)})")
             continue
+        if kind in ("bmm", "softmax", "norm", "elementwise") and dtype not in VECTOR_DTYPES:
+            problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a {kind} dtype "
+                            f"(valid: {', '.join(VECTOR_DTYPES)})")
+            continue
+        absent = [c for c in _NEEDED[kind] if c != "dtype" and c not in idx]
+        if absent:
+            problems.append(f"{path}:{ln}: kind {kind} needs column(s) {', '.join(absent)}, missing from the header")
+            continue
         values: dict[str, float] = {}
+        attrs: dict[str, str] = {}
         bad = False
+        if kind in ("norm", "elementwise"):
+            valid = NORM_OPS if kind == "norm" else ELEMENTWISE_OPS
+            op = cell("op") if "op" in idx else ""
+            if op not in valid:
+                problems.append(f"{path}:{ln}: column op: {op!r} is not a {kind} op (valid: {', '.join(valid)})")
+                continue
+            attrs["op"] = op
+        if kind == "model":
+            got = _parse_model(cell, idx, f"{path}:{ln}", problems)
+            if got is None:
+                continue
+            dtype, extra_values, attrs = got
+            values.update(extra_values)
         for col in _NEEDED[kind]:
             if col == "dtype":
                 continue
@@ -105,6 +149,8 @@ def read_cases(path: str | Path) -> list[Case]:
                 continue
             try:
                 v = float(raw)
+                if not math.isfinite(v):
+                    raise ValueError
             except ValueError:
                 problems.append(f"{path}:{ln}: column {col}: not a number ({raw!r})")
                 bad = True
@@ -128,7 +174,7 @@ def read_cases(path: str | Path) -> list[Case]:
                 problems.append(f"{path}:{ln}: column measured_ms: must be a positive number ({meas!r})")
                 bad = True
         if not bad:
-            cases.append(Case(ln, kind, dtype, values, measured))
+            cases.append(Case(ln, kind, dtype, values, measured, attrs))
     if problems:
         shown = problems[:50]
         more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
@@ -138,69 +184,122 @@ def read_cases(path: str | Path) -> list[Case]:
     return cases
 
 
+def _parse_model(cell, idx: dict, where: str, problems: list[str]):
+    """The columns of a ``model`` case: ``model`` (a name from workloads/ or a YAML path),
+    ``num_layers`` (optional override), ``phase`` (prefill, decode or mixed), ``dtype`` (the
+    GEMM input format: bf16, or fp8 for W8A8), ``weight_dtype`` (optional: the stored weights,
+    e.g. int4 for weight-only), ``batch`` and, by phase,
+
+    * prefill: ``prompt_len`` new tokens per sequence behind ``context_len`` cached (0 if empty);
+    * decode: ``context_len`` cached tokens, one new token per sequence;
+    * mixed: ``batch`` sequences prefilling a ``prompt_len`` chunk behind ``context_len`` cached
+      tokens, plus ``decode_seqs`` sequences decoding over ``decode_ctx`` cached tokens.
+
+    Returns ``(dtype, values, attrs)``, or None after appending the problems."""
+    from .dtypes import format_names, get_format
+    from .errors import SimError
+    from .workload.models import list_models
+
+    def col(c):
+        return cell(c) if c in idx else ""
+
+    n0 = len(problems)
+    attrs: dict[str, str] = {}
+    values: dict[str, float] = {}
+    model = col("model")
+    if not model:
+        problems.append(f"{where}: column model: required for kind model (a name: {', '.join(list_models())}; "
+                        "or a YAML path)")
+    elif not (model.endswith((".yaml", ".yml")) or "/" in model) and model not in list_models():
+        problems.append(f"{where}: column model: unknown model {model!r} (valid: {', '.join(list_models())}; "
+                        "or a YAML path)")
+    elif (model.endswith((".yaml", ".yml")) or "/" in model) and not Path(model).is_file():
+        problems.append(f"{where}: column model: no such model file {model!r}")
+    attrs["model"] = model
+    phase = col("phase")
+    if phase not in MODEL_PHASES:
+        problems.append(f"{where}: column phase: {phase!r} is not a model phase (valid: {', '.join(MODEL_PHASES)})")
+    attrs["phase"] = phase
+    dtype = col("dtype") or "bf16"
+    wdt = col("weight_dtype") or dtype
+    for c, v in (("dtype", dtype), ("weight_dtype", wdt)):
+        try:
+            get_format(v)
+        except SimError:
+            problems.append(f"{where}: column {c}: unknown format {v!r} (valid: {', '.join(format_names())})")
+    attrs["weight_dtype"] = wdt
+    need = {"prefill": ("prompt_len",), "decode": ("context_len",),
+            "mixed": ("prompt_len", "decode_seqs", "decode_ctx")}.get(phase, ())
+    for c in ("num_layers", "prompt_len", "context_len", "decode_seqs", "decode_ctx"):
+        raw = col(c)
+        if raw == "":
+            if c in need:
+                problems.append(f"{where}: column {c}: required for a {phase} model case")
+            continue
+        try:
+            v = float(raw)
+            ok = math.isfinite(v) and v == int(v) and (v >= 0 if c in ("context_len", "decode_ctx") else v > 0)
+        except ValueError:
+            ok = False
+        if not ok:
+            kind_ = "a whole number >= 0" if c in ("context_len", "decode_ctx") else "a positive whole number"
+            problems.append(f"{where}: column {c}: must be {kind_} ({raw!r})")
+            continue
+        values[c] = v
+    if len(problems) > n0:
+        return None
+    return dtype, values, attrs
+
+
 # ----------------------------------------------------------------------------- lowering
 
 
 def _gemm_ops(case: Case):
-    """The ops (and options) PyTorch runs for one GEMM call."""
+    """The kernels eager PyTorch runs for one GEMM call on the H200 (the eager_pytorch
+    stack's GEMM rules): ``[(op, Options), ...]``."""
     from .engine.lower import Options
-    from .workload.ops import Copy, Gemm, VectorOp
+    from .stacks import Kernel, kernels
+
+    return [(kop, Kernel(kop, **lib).options(opts)) for op, opts in _gemm_call(case) for kop, lib in kernels(op, _EAGER)]
+
+
+def _gemm_call(case: Case):
+    """The GEMM one PyTorch call computes; the library path it takes (misaligned strides,
+    int8's sm80 kernels, cuSPARSELt's padding and tile) is the chip's stack's to say
+    (sim.stacks, stacks/eager_pytorch.yaml), as for every GEMM of ``sim run``."""
+    from .engine.lower import Options
+    from .workload.ops import Gemm
 
     m, k, n = case.get("m"), case.get("k"), case.get("n")
     d = case.dtype
-    if d in ("bf16", "fp16"):
-        if k % TMA_ALIGN_ELEMENTS or n % TMA_ALIGN_ELEMENTS:
-            # Hopper's TMA needs 16-byte aligned row strides; cuBLAS then runs mma.sync
-            # kernels with element-aligned loads: *_align2 CUTLASS sm80 kernels for even
-            # strides, *_align1 sm75 kernels for odd ones (kernel names in
-            # validation/measurements/h200_case_stats.csv and h200_micro_misaligned_stats.csv)
-            path = "tensor_cores_align1" if (k % 2 or n % 2) else "tensor_cores_align2"
-            return [(Gemm("gemm", m, k, n, dtype=d), Options(array=path))]
+    if d in ("bf16", "fp16", "fp32"):
         return [(Gemm("gemm", m, k, n, dtype=d), Options())]
-    if d == "fp32":
-        return [(Gemm("gemm", m, k, n, dtype="fp32"), Options())]
     if d == "fp8":   # torch._scaled_mm: e4m3 inputs, bf16 output
         return [(Gemm("gemm", m, k, n, dtype="fp8_e4m3", out_dtype="bf16"), Options())]
-    if d == "int8":  # torch._int_mm runs sm80-class CUTLASS kernels (mma.sync path)
-        return [(Gemm("gemm", m, k, n, dtype="int8", out_dtype="int32"), Options(array="tensor_cores_sm80"))]
+    if d == "int8":  # torch._int_mm: int32 output
+        return [(Gemm("gemm", m, k, n, dtype="int8", out_dtype="int32"), Options())]
     # bf16_2:4: F.linear with a cuSPARSELt semi-structured weight
-    ops = []
-    m_pad = -(-m // CUSPARSELT_ROW_MULTIPLE) * CUSPARSELT_ROW_MULTIPLE
-    if m_pad != m:  # PyTorch pads the input: a fill of the padded buffer and a copy into it
-        ops.append((VectorOp("pad_fill", "fill", m_pad * k, 0.0, 0, m_pad * k * 2), Options()))
-        ops.append((Copy("pad_copy", m * k * 2), Options()))
-    ops.append((Gemm("gemm", m_pad, k, n, dtype="bf16", sparsity="2:4"), Options(tiles=CUSPARSELT_TILES, split_k=(1,))))
-    return ops
-
-
-def _sdpa_ops(op):
-    """The kernels cuDNN's SDPA runs for one fused attention op on sm90 (kernel names in
-    validation/measurements/h200_case_stats.csv): a single query row (decode) runs an
-    Ampere-style mma.sync flash kernel; longer queries run a memset and then the wgmma
-    flash kernel.  What the memset clears is not documented; it is costed as a fill of one
-    fp32 softmax statistic per query row (an assumption: it is a launch either way)."""
-    from .engine.lower import Options
-    from .workload.ops import VectorOp
-
-    if op.q_len == 1:
-        return [(op, Options(array="tensor_cores_sm80"))]
-    rows = op.batch * op.heads * op.q_len
-    return [(VectorOp("sdpa_memset", "fill", rows, 0.0, 0, rows * 4), Options()), (op, Options())]
+    return [(Gemm("gemm", m, k, n, dtype="bf16", sparsity="2:4"), Options())]
 
 
 def _attention_ops(case: Case):
+    """One ``F.scaled_dot_product_attention`` call; the kernels cuDNN runs for it (the
+    decode and prefill paths, the memset before a prefill kernel) come from the stack."""
+    from .engine.lower import Options
     from .workload.ops import Attention
 
     op = Attention("sdpa", batch=case.get("batch"), heads=case.get("heads"), kv_heads=case.get("kv_heads"),
                    head_dim=case.get("head_dim"), q_len=case.get("q_len"), kv_len=case.get("kv_len"),
                    causal=bool(case.values["causal"]), dtype="bf16", fused=True)
-    return _sdpa_ops(op)
+    return [(op, Options())]
 
 
 def _layer_ops(case: Case):
-    """One decoder layer as the trace builder emits it (no RoPE, no LM head, no embedding)."""
+    """One decoder layer as the trace builder emits it for ``sim run`` (no RoPE, no LM head,
+    no embedding); the stack lowers it to kernels exactly as it lowers a model's layers
+    (eager PyTorch: two cache copies, SiLU and the multiply apart, the attention output
+    copy; validation/gpu/measure.py's DecoderLayer)."""
     from .config.model_spec import ModelSpec
-    from .engine.lower import Options
     from .workload.llm import Iteration, Sequence, build_iteration
 
     hidden, heads, kvh, hd = case.get("hidden"), case.get("heads"), case.get("kv_heads"), case.get("head_dim")
@@ -210,39 +309,32 @@ def _layer_ops(case: Case):
     q, kv, b = case.get("q_len"), case.get("kv_len"), case.get("batch")
     if q > kv:
         raise WorkloadError(f"line {case.line}: q_len {q} > kv_len {kv}")
-    trace = build_iteration(spec, Iteration(tuple(Sequence(q, kv - q) for _ in range(b)), label="layer"),
-                            include_lm_head=False, include_embedding=False)
-    out = []
-    for t in trace:
-        out.extend(_eager_kernels(t.op, q) * t.repeat)
-    return out
+    return build_iteration(spec, Iteration(tuple(Sequence(q, kv - q) for _ in range(b)), label="layer"),
+                           include_lm_head=False, include_embedding=False)
 
 
-def _eager_kernels(op, q_len: int):
-    """The kernels eager PyTorch runs for one trace op of the reference layer
-    (validation/gpu/measure.py DecoderLayer; kernel names in h200_case_stats.csv): the K
-    and V cache writes are two copies, SiLU and the multiply by ``up`` two elementwise
-    kernels, and for q_len > 1 the attention output is made contiguous by a copy before
-    the output projection (for one query row the transpose is a view)."""
+def _sdpa_ops(op):
+    """The kernels eager PyTorch's SDPA (cuDNN) runs for one fused attention op on the H200
+    (the eager_pytorch stack's attention rule): ``[(op, Options), ...]``."""
     from .engine.lower import Options
-    from .workload.ops import Copy, VectorOp
+    from .stacks import Kernel, kernels
 
-    if op.kind == "attention":
-        ops = _sdpa_ops(op)
-        if q_len > 1:
-            ops.append((Copy(f"{op.name}.transpose", op.batch * op.q_len * op.heads * op.head_dim * 2), Options()))
-        return ops
-    if isinstance(op, VectorOp) and op.op == "kv_append":
-        half = VectorOp(f"{op.name}.half", op.op, op.elements // 2, op.ops_per_element, op.read_bytes // 2,
-                        op.write_bytes // 2)
-        return [(half, Options()), (half, Options())]
-    if isinstance(op, VectorOp) and op.op == "silu_mul":
-        n = op.elements
-        per = op.write_bytes // n if n else 2
-        silu = VectorOp(f"{op.name}.silu", "silu_mul", n, 4.0, n * per, n * per)
-        mul = VectorOp(f"{op.name}.mul", "add", n, 1.0, 2 * n * per, n * per)
-        return [(silu, Options()), (mul, Options())]
-    return [(op, Options())]
+    return [(kop, Kernel(kop, **lib).options(Options())) for kop, lib in kernels(op, _EAGER)]
+
+
+def case_kernels(chip, case: Case) -> list:
+    """The kernels a case is priced by: ``[(op, Options), ...]``, through the chip's stack
+    (:mod:`sim.stacks`) - the lowering ``sim run`` uses for the same ops."""
+    from .stacks import Kernel, chip_stack, kernels, lower_trace
+    from .workload.llm import Trace
+
+    stack = chip_stack(chip)
+    lowered = _LOWER[case.kind](case)
+    if isinstance(lowered, Trace):
+        from .engine.lower import Options
+
+        return [(k.op, k.options(Options())) for k in lower_trace(lowered, stack) for _ in range(k.repeat)]
+    return [(kop, Kernel(kop, **lib).options(opts)) for op, opts in lowered for kop, lib in kernels(op, stack)]
 
 
 def _copy_ops(case: Case):
@@ -252,14 +344,133 @@ def _copy_ops(case: Case):
     return [(Copy("copy", case.get("bytes")), Options())]
 
 
-_LOWER = {"gemm": _gemm_ops, "attention": _attention_ops, "layer": _layer_ops, "copy": _copy_ops}
+def _bmm_ops(case: Case):
+    """``torch.bmm``: ``batch`` independent GEMMs in one cuBLAS batched kernel."""
+    from .engine.lower import Options
+    from .workload.ops import Gemm
+
+    return [(Gemm("bmm", case.get("m"), case.get("k"), case.get("n"), count=case.get("batch"), dtype=case.dtype),
+             Options())]
+
+
+def _vector_bytes(case: Case, elements: int) -> int:
+    from .dtypes import get_format
+
+    return get_format(case.dtype).bytes_for(elements)
+
+
+def _softmax_ops(case: Case):
+    """``torch.softmax`` over the last dimension: rows ``m`` of ``n`` values, read and written once."""
+    from .engine.lower import Options
+    from .workload.llm import VECTOR_OPS_PER_ELEMENT
+    from .workload.ops import VectorOp
+
+    el = case.get("m") * case.get("n")
+    b = _vector_bytes(case, el)
+    return [(VectorOp("softmax", "softmax", el, VECTOR_OPS_PER_ELEMENT["softmax"], b, b), Options())]
+
+
+def _norm_ops(case: Case):
+    """``F.rms_norm`` / ``F.layer_norm`` over rows ``m`` of ``n`` values (the LLM trace builder's
+    norm: the tensor read and written once, the weight (and bias) read once)."""
+    from .engine.lower import Options
+    from .workload.llm import VECTOR_OPS_PER_ELEMENT
+    from .workload.ops import VectorOp
+
+    op = case.attrs["op"]
+    m, n = case.get("m"), case.get("n")
+    params = n * (2 if op == "layernorm" else 1)
+    b = _vector_bytes(case, m * n)
+    return [(VectorOp(op, op, m * n, VECTOR_OPS_PER_ELEMENT[op], b + _vector_bytes(case, params), b), Options())]
+
+
+def _elementwise_ops(case: Case):
+    """One elementwise kernel over ``n`` values: ``add`` / ``mul`` read two tensors, the
+    activations one; each writes one."""
+    from .engine.lower import Options
+    from .workload.llm import VECTOR_OPS_PER_ELEMENT
+    from .workload.ops import VectorOp
+
+    op = case.attrs["op"]
+    n = case.get("n")
+    b = _vector_bytes(case, n)
+    reads = 2 if op in ("add", "mul") else 1
+    per = {"add": 1.0, "mul": 1.0, "silu": VECTOR_OPS_PER_ELEMENT["silu_mul"] - 1.0,
+           "gelu": VECTOR_OPS_PER_ELEMENT["gelu"], "relu": VECTOR_OPS_PER_ELEMENT["relu"]}[op]
+    return [(VectorOp(op, op, n, per, reads * b, b), Options())]
+
+
+_LOWER = {"gemm": _gemm_call, "attention": _attention_ops, "layer": _layer_ops, "copy": _copy_ops,
+          "bmm": _bmm_ops, "softmax": _softmax_ops, "norm": _norm_ops, "elementwise": _elementwise_ops}
+
+
+def model_sequences(case: Case):
+    """The iteration of a ``model`` case as :class:`~sim.workload.llm.Sequence` objects."""
+    from .workload.llm import Sequence
+
+    b = case.get("batch")
+    past = int(case.values.get("context_len", 0))
+    phase = case.attrs["phase"]
+    if phase == "decode":
+        return [Sequence(1, past)] * b
+    seqs = [Sequence(case.get("prompt_len"), past)] * b
+    if phase == "mixed":
+        seqs += [Sequence(1, int(case.values["decode_ctx"]))] * case.get("decode_seqs")
+    return seqs
+
+
+def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
+    """A ``model`` case through the path ``sim run`` takes: prefill and decode steps are
+    :func:`sim.inference.run_llm` itself; a mixed iteration is the same steps run_llm takes for
+    one iteration (its precision, fit check, :func:`~sim.workload.llm.build_iteration` with the
+    chip's attention lowering, :func:`~sim.inference.run_trace`) on the mixed batch.  No
+    lowering of its own.  Plus, once, the event-timing overhead of the timed call."""
+    from .inference import check_fit, default_dtype, run_llm, run_trace
+    from .workload.llm import Iteration, Parallelism, Precision, build_iteration
+    from .workload.models import load_model_spec
+
+    nl = case.values.get("num_layers")
+    spec = load_model_spec(case.attrs["model"], overrides={"num_layers": int(nl)} if nl else None)
+    phase = case.attrs["phase"]
+    dtype = case.dtype
+    wdt = case.attrs.get("weight_dtype") or dtype
+    b = case.get("batch")
+    past = int(case.values.get("context_len", 0))
+    if phase in ("prefill", "decode"):
+        kw = dict(phase=phase, batch=b, context_len=past, dtype=dtype, weight_dtype=wdt)
+        if phase == "prefill":
+            kw["prompt_len"] = case.get("prompt_len")
+        res = run_llm(chip, spec, **kw)
+        seconds, ops = res["ttft_s" if phase == "prefill" else "tpot_s"], res["ops"]
+    else:
+        if dtype is None:  # pragma: no cover - the parser always sets one
+            dtype = default_dtype(chip)
+        precision = Precision(dtype=dtype, weight_dtype=wdt)
+        seqs = model_sequences(case)
+        fit = check_fit(chip, spec, precision, Parallelism(), len(seqs), max(s.kv_len for s in seqs))
+        if not fit["fits"]:
+            raise WorkloadError(f"{spec.name} does not fit one {chip.name}: {fit['bytes_per_chip'] / 1e9:,.1f} GB "
+                                f"of weights and KV cache, {fit['capacity_bytes_per_chip'] / 1e9:,.1f} GB of memory")
+        trace = build_iteration(spec, Iteration(tuple(seqs), label="mixed"), precision=precision,
+                                attention=chip.attention_lowering)
+        res = run_trace(chip, trace, label="mixed", dtype=dtype)
+        seconds, ops = res.seconds, res.ops
+    overhead = chip.runtime.event_timing_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
+    bounds = [o["bound"] for o in ops]
+    out = {"predicted_ms": (seconds + overhead) * 1e3, "kernels": int(sum(o["repeat"] for o in ops)),
+           "bound": max(set(bounds), key=bounds.count) if bounds else ""}
+    if with_ops:
+        out["ops"] = ops
+    return out
 
 
 def predict(chip, case: Case) -> dict[str, Any]:
     """Predicted milliseconds of one case on ``chip`` and the ops behind it."""
     from .engine.run import simulate_op
 
-    ops = _LOWER[case.kind](case)
+    if case.kind == "model":
+        return predict_model(chip, case)
+    ops = case_kernels(chip, case)
     total = 0.0
     kernels = 0
     bounds = []
@@ -277,7 +488,7 @@ def predict(chip, case: Case) -> dict[str, Any]:
 
 
 def _predict_row(chip, c: Case) -> dict[str, Any]:
-    row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **{k: int(v) for k, v in c.values.items()},
+    row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **c.attrs, **{k: int(v) for k, v in c.values.items()},
            "measured_ms": c.measured_ms}
     t0 = time.perf_counter()
     try:
@@ -362,6 +573,11 @@ def summarize(df) -> dict[str, Any]:
     gem = df[df["kind"] == "gemm"]
     if not gem.empty:
         out["by_gemm_dtype"] = {d: stats(g) for d, g in gem.groupby("dtype")}
+    mod = df[df["kind"] == "model"]
+    if not mod.empty:
+        out["by_model"] = {d: stats(g) for d, g in mod.groupby("model")}
+        out["by_model_phase"] = {d: stats(g) for d, g in mod.groupby("phase")}
+        out["by_model_weight_dtype"] = {d: stats(g) for d, g in mod.groupby("weight_dtype")}
     return out
 
 
@@ -369,7 +585,8 @@ def scatter_plot(df, path: str | Path, title: str) -> Path:
     from .plotting import _plt
 
     plt = _plt()
-    colors = {"gemm": "#1f77b4", "attention": "#d62728", "layer": "#2ca02c", "copy": "#9467bd"}
+    colors = {"gemm": "#1f77b4", "attention": "#d62728", "layer": "#2ca02c", "copy": "#9467bd", "model": "#ff7f0e",
+              "bmm": "#17becf", "softmax": "#8c564b", "norm": "#e377c2", "elementwise": "#7f7f7f"}
     fig, ax = plt.subplots(figsize=(7, 6.5), dpi=120)
     ok = df.dropna(subset=["predicted_ms", "measured_ms"])
     for kind, g in ok.groupby("kind"):

@@ -89,3 +89,134 @@ def test_parallel_validation_gives_the_serial_table():
     cols = [c for c in serial.columns if c != "wall_s"]
     assert len(serial) == len(read_cases(cases))
     assert serial[cols].equals(parallel[cols])
+
+
+# ----------------------------------------------------------------------------- model cases and single-op kinds
+
+MODEL_HEADER = ("kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms,"
+                "model,num_layers,phase,weight_dtype,prompt_len,context_len,decode_seqs,decode_ctx,op\n")
+
+
+def _model_row(model="tiny", phase="decode", dtype="bf16", wdt="bf16", batch=2, prompt="", ctx=64, dseq="", dctx="",
+               layers="", kind="model", op=""):
+    return (f"{kind},{dtype},,,,{batch},,,,,,,,,,1.0,{model},{layers},{phase},{wdt},{prompt},{ctx},{dseq},{dctx},"
+            f"{op}\n")
+
+
+def test_model_cases_are_priced_by_the_sim_run_path(tmp_path):
+    """A prefill / decode model case is sim run's own number (run_llm) plus the one event-pair
+    overhead of the timed call: no second lowering of the model."""
+    from sim.inference import run_llm
+    from sim.validation import predict_model
+
+    chip = load_chip("h200_sxm")
+    f = tmp_path / "m.csv"
+    f.write_text(MODEL_HEADER + _model_row(phase="decode", batch=3, ctx=100)
+                 + _model_row(phase="prefill", batch=2, prompt=48, ctx=0, wdt="int4", layers=3)
+                 + _model_row(phase="decode", dtype="fp8", wdt="fp8", batch=1, ctx=7))
+    dec, pre, fp8 = read_cases(f)
+    ovh = chip.runtime.event_timing_overhead_ns * 1e-6
+    want = run_llm(chip, "tiny", phase="decode", batch=3, context_len=100)["tpot_s"] * 1e3 + ovh
+    assert predict_model(chip, dec)["predicted_ms"] == pytest.approx(want, rel=1e-12)
+    from sim.workload.models import load_model_spec
+
+    spec3 = load_model_spec("tiny", overrides={"num_layers": 3})
+    want = run_llm(chip, spec3, phase="prefill", batch=2, prompt_len=48, weight_dtype="int4")["ttft_s"] * 1e3 + ovh
+    assert predict_model(chip, pre)["predicted_ms"] == pytest.approx(want, rel=1e-12)
+    want = run_llm(chip, "tiny", phase="decode", batch=1, context_len=7, dtype="fp8")["tpot_s"] * 1e3 + ovh
+    assert predict_model(chip, fp8)["predicted_ms"] == pytest.approx(want, rel=1e-12)
+
+
+def test_mixed_model_case_is_one_iteration_of_both_groups(tmp_path):
+    from sim.validation import predict_model
+
+    chip = load_chip("h200_sxm")
+    f = tmp_path / "m.csv"
+    f.write_text(MODEL_HEADER + _model_row(phase="mixed", batch=1, prompt=32, ctx=16, dseq=5, dctx=80)
+                 + _model_row(phase="prefill", batch=1, prompt=32, ctx=16)
+                 + _model_row(phase="decode", batch=5, ctx=80))
+    mixed, pre, dec = read_cases(f)
+    p = predict_model(chip, mixed, with_ops=True)
+    att = [o for o in p["ops"] if o["kind"] == "attention"]
+    assert len(att) == 2  # one attention op per group of sequences, the weights read once
+    assert p["predicted_ms"] < predict_model(chip, pre)["predicted_ms"] + predict_model(chip, dec)["predicted_ms"]
+    assert p["predicted_ms"] > max(predict_model(chip, pre)["predicted_ms"], predict_model(chip, dec)["predicted_ms"])
+
+
+def test_model_case_errors_name_the_line_and_the_valid_values(tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text(MODEL_HEADER + _model_row(model="llama9-1t")
+                 + _model_row(wdt="int3")
+                 + _model_row(phase="train")
+                 + _model_row(phase="mixed", prompt=16, dseq="")
+                 + _model_row(ctx="nan")
+                 + _model_row(kind="conv")
+                 + _model_row(kind="norm", op="batchnorm")
+                 + "softmax,int8,4,,8,,,,,,,,,,,0.01,,,,,,,,,\n")
+    with pytest.raises(WorkloadError) as exc:
+        read_cases(f)
+    msg = str(exc.value)
+    assert f"{f}:2: column model: unknown model 'llama9-1t'" in msg and "llama3-8b" in msg
+    assert f"{f}:3: column weight_dtype: unknown format 'int3'" in msg and "int4" in msg
+    assert f"{f}:4: column phase: 'train'" in msg and "prefill, decode, mixed" in msg
+    assert f"{f}:5: column decode_seqs: required" in msg and f"{f}:6: column context_len" in msg
+    assert f"{f}:7: column kind: unknown kind 'conv'" in msg and "elementwise" in msg
+    assert f"{f}:8: column op: 'batchnorm'" in msg and "rmsnorm" in msg
+    assert f"{f}:9: column dtype: 'int8' is not a softmax dtype" in msg
+    # a file of the old format (no model columns) with a model row names what is missing
+    old = tmp_path / "old.csv"
+    old.write_text("kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"
+                   "model,bf16,,,,1,,,,,,,,,,1.0\nnorm,bf16,4,,8,,,,,,,,,,,0.01\n")
+    with pytest.raises(WorkloadError) as exc:
+        read_cases(old)
+    assert f"{old}:2: column model: required" in str(exc.value) and f"{old}:3: column op" in str(exc.value)
+
+
+def test_a_model_that_does_not_fit_is_reported_per_case_and_the_run_goes_on(tmp_path):
+    f = tmp_path / "fit.csv"
+    f.write_text(MODEL_HEADER + _model_row(model="llama3-70b", batch=64, ctx=8000)
+                 + _model_row(model="llama3-70b", phase="mixed", batch=1, prompt=8, ctx=0, dseq=64, dctx=8000)
+                 + _model_row(batch=1, ctx=10))
+    df = validate(load_chip("h200_sxm"), f, progress=False)
+    assert "does not fit" in df.loc[0, "error"] and "does not fit" in df.loc[1, "error"]
+    assert df.loc[2, "error"] == "" and df.loc[2, "predicted_ms"] > 0
+    assert summarize(df)["failed"] == 2
+
+
+def test_single_op_kinds_lower_to_the_workload_ops(tmp_path):
+    from sim.engine.run import simulate_op
+    from sim.workload.ops import Gemm, VectorOp
+
+    chip = load_chip("h200_sxm")
+    f = tmp_path / "ops.csv"
+    f.write_text(MODEL_HEADER
+                 + "bmm,bf16,64,128,256,8,,,,,,,,,,0.01,,,,,,,,,\n"
+                 + "softmax,bf16,1024,,4096,,,,,,,,,,,0.05,,,,,,,,,\n"
+                 + "norm,bf16,1024,,4096,,,,,,,,,,,0.02,,,,,,,,,rmsnorm\n"
+                 + "elementwise,fp32,,,1048576,,,,,,,,,,,0.01,,,,,,,,,add\n")
+    df = validate(chip, f, progress=False)
+    assert (df["error"] == "").all() and (df["predicted_ms"] > 0).all()
+    ovh = chip.runtime.event_timing_overhead_ns * 1e-6
+    bmm = simulate_op(chip, Gemm("bmm", 64, 128, 256, count=8)).seconds * 1e3 + ovh
+    assert df.loc[0, "predicted_ms"] == pytest.approx(bmm)
+    add = simulate_op(chip, VectorOp("add", "add", 1 << 20, 1.0, 8 << 20, 4 << 20)).seconds * 1e3 + ovh
+    assert df.loc[3, "predicted_ms"] == pytest.approx(add)
+    # softmax over the same elements moves the same bytes as a norm of them: both memory-bound, similar times
+    assert 0.5 < df.loc[1, "predicted_ms"] / df.loc[2, "predicted_ms"] < 2.0
+
+
+def test_model_ci_subset_stays_within_recorded_thresholds():
+    """A few measured whole-model steps (validation/measurements/h200_models_ci.csv, each kind
+    of model, phase and weight format) and single-op kernels: errors must not grow beyond what
+    was recorded in thresholds.json (``model_subset``, recorded from the model as it was, plus
+    the margin)."""
+    limits = json.loads((VAL / "thresholds.json").read_text())["model_subset"]
+    df = validate(load_chip("h200_sxm"), VAL / "measurements" / "h200_models_ci.csv", progress=False)
+    s = summarize(df)
+    assert s["failed"] == 0, df[df["error"] != ""][["line", "error"]]
+    margin = limits["margin_pct_points"]
+    for group, lim in limits["groups"].items():
+        got = s if group == "all" else s["by_kind"][group]
+        assert got["median_abs_error_pct"] <= lim["median_abs_error_pct"] + margin, group
+        assert got["p90_abs_error_pct"] <= lim["p90_abs_error_pct"] + margin, group
+        assert abs(got["mean_signed_error_pct"]) <= abs(lim["mean_signed_error_pct"]) + margin, group
