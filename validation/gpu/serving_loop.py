@@ -34,12 +34,16 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 4096, 32, 32, 8, 128, 14336, 128256
 ROPE_THETA = 500000.0      # Llama 3 config (rope_theta)
 RMS_EPS = 1e-5
 GROUP = HEADS // KV_HEADS
 DEV = "cuda"
+#: attention backends for the eager (prompt-chunk) iterations: not cuDNN, which builds an
+#: execution plan for each new shape, and chunked prefill makes a new shape every iteration
+SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def sync():
@@ -320,10 +324,12 @@ def serve(model: Model, graphs: DecodeGraphs | None, reqs, slots: int, budget: i
             pos_t = torch.tensor(pos, device=dev)
             ds = torch.tensor([r["slot"] for r in decodes] or [0], dtype=torch.int32, device=dev)
             dl = torch.tensor([r["ctx"] + 1 for r in decodes] or [1], dtype=torch.int32, device=dev)
-            model.forward(tok_t, pos_t, ds, dl, len(decodes), [(r["slot"], r["ctx"], n) for r, n in chunks])
+            with sdpa_kernel(SDPA_BACKENDS):
+                model.forward(tok_t, pos_t, ds, dl, len(decodes), [(r["slot"], r["ctx"], n) for r, n in chunks])
+        launched = time.perf_counter() - t0      # the host is done launching (the GPU may still run)
         sync()
         end = time.perf_counter() - t0
-        it_rows.append({"rate": label, "iteration": n_it, "start_s": start, "end_s": end,
+        it_rows.append({"rate": label, "iteration": n_it, "start_s": start, "end_s": end, "launched_s": launched,
                         "prefill_tokens": sum(n for _, n in chunks), "prefill_chunks": len(chunks),
                         "chunks": ";".join(f"{n}@{r['ctx']}" for r, n in chunks),
                         "decode_seqs": len(decodes), "decode_context_tokens": sum(r["ctx"] for r in decodes),
@@ -389,6 +395,7 @@ def main(argv=None) -> int:
     ap.add_argument("--token-budget", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-graphs", action="store_true")
+    ap.add_argument("--cudnn-sdpa", action="store_true", help="let SDPA use cuDNN too (the first run's setting)")
     ap.add_argument("--tiny", action="store_true", help="smoke test: 2 small layers (CPU with TRITON_INTERPRET=1)")
     args = ap.parse_args(argv)
     global HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB, DEV
@@ -397,6 +404,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         DEV = "cpu"
     os.makedirs(args.out, exist_ok=True)
+    if args.cudnn_sdpa:
+        SDPA_BACKENDS.insert(0, SDPBackend.CUDNN_ATTENTION)
     torch.backends.cuda.matmul.allow_tf32 = False
     t_start = time.time()
     env = {"gpu": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu", "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -437,9 +446,10 @@ def main(argv=None) -> int:
         env["graph_buckets"] = buckets
     # warm the eager path (cuBLAS heuristics, SDPA) on a few chunk shapes
     for n in (16, 128, 512):
-        model.forward(torch.zeros(n, dtype=torch.long, device=DEV), torch.arange(n, device=DEV),
-                      torch.zeros(1, dtype=torch.int32, device=DEV), torch.ones(1, dtype=torch.int32, device=DEV),
-                      0, [(args.slots, 0, n)])
+        with sdpa_kernel(SDPA_BACKENDS):
+            model.forward(torch.zeros(n, dtype=torch.long, device=DEV), torch.arange(n, device=DEV),
+                          torch.zeros(1, dtype=torch.int32, device=DEV),
+                          torch.ones(1, dtype=torch.int32, device=DEV), 0, [(args.slots, 0, n)])
     sync()
     print(f"ready after {time.time() - t_start:.1f} s, attention {impl}", flush=True)
     its, reqs_out = [], []
