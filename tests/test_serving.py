@@ -360,3 +360,12 @@ def test_h200_decode_iterations_stay_within_measured_band():
     lm = LatencyModel(load_chip("h200_sxm"), load_model_spec("llama3-8b"), cache_dir=False)
     err = lm.iteration((), 1, ctx).seconds / measured - 1.0
     assert band["min"] <= err <= band["max"], err
+
+
+def test_plots_write_pngs(chip, tmp_path):
+    from sim.apps.serving import plots
+
+    runs = [_run(chip, rate_per_s=r, duration_s=0.3, replicas=2) for r in (200.0, 800.0)]
+    for p in (plots.latency_cdf(runs[0], tmp_path / "cdf.png"), plots.timeline(runs[1], tmp_path / "tl.png"),
+              plots.throughput_latency(runs, tmp_path / "tl2.png")):
+        assert p.stat().st_size > 5000

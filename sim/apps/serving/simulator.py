@@ -122,10 +122,15 @@ def _check(cfg: ServeConfig) -> None:
 
 def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
     if requests is not None:
-        reqs = tuple(requests)
+        reqs = list(requests)
         if not reqs:
             raise WorkloadError("requests: the workload is empty")
-        return reqs
+        if not all(isinstance(r, Request) for r in reqs):
+            raise WorkloadError("requests: every item must be a sim.apps.serving.Request")
+        # in arrival order, numbered 0..N-1 in that order (ties keep the given order)
+        order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_s, i))
+        return tuple(Request(k, reqs[i].arrival_s, reqs[i].prompt_tokens, reqs[i].output_tokens, reqs[i].prefix_id,
+                             reqs[i].prefix_tokens) for k, i in enumerate(order))
     if cfg.trace:
         return load_trace(cfg.trace)
     if cfg.rate_per_s is None:
@@ -414,6 +419,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     import pandas as pd
 
     rows = []
+    dropped_ids = set(dropped)
     for req in reqs:
         s = seqs[req.id]
         if s is None:
@@ -422,7 +428,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                          "generated": 0, "first_sched_s": np.nan, "first_token_s": np.nan, "finish_s": np.nan,
                          "queue_s": np.nan, "ttft_s": np.nan, "tpot_s": np.nan, "e2e_s": np.nan,
                          "preemptions": 0, "prefill_replica": None, "kv_transfer_s": 0.0,
-                         "status": "dropped" if req.id in set(dropped) else "unfinished"})
+                         "status": "dropped" if req.id in dropped_ids else "unfinished"})
             continue
         ft = s.first_token_s if s.first_token_s is not None else np.nan
         tpot = ((s.last_token_s - s.first_token_s) / (s.generated - 1)
