@@ -369,3 +369,16 @@ def test_plots_write_pngs(chip, tmp_path):
     for p in (plots.latency_cdf(runs[0], tmp_path / "cdf.png"), plots.timeline(runs[1], tmp_path / "tl.png"),
               plots.throughput_latency(runs, tmp_path / "tl2.png")):
         assert p.stat().st_size > 5000
+
+
+def test_search_marks_slo_and_pareto_front(chip):
+    from sim.apps.serving.search import pareto_front, search
+
+    assert pareto_front([(1, 5), (2, 4), (1, 4), (3, 1)]) == [True, True, False, True]
+    reqs = generate(rate_per_s=1500.0, duration_s=0.2, prompt=200, output=40, seed=0)
+    df = search(chip, MODEL, {"replicas": [1, 2], "scheduler": ["continuous", "chunked_prefill"]},
+                slos={"ttft": 2e-3, "tpot": 1e-3}, requests=reqs, cache_dir=False)
+    assert len(df) == 4 and df["pareto"].sum() >= 1
+    assert (df.loc[df["pareto"], "meets_slo"]).all()
+    with pytest.raises(UnknownNameError, match="search axis"):
+        search(chip, MODEL, {"replica": [1]}, requests=reqs)
