@@ -25,7 +25,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _run(args: list[str]) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # the benchmarks time simulations, so the on-disk run cache is off (profile_time.py
+    # measures what a cached repeat costs)
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "SIM_NO_CACHE": "1"}
     print("$", " ".join(args), flush=True)
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE)
     print(proc.stdout, flush=True)

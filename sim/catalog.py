@@ -1,11 +1,11 @@
-"""Where shipped and user data files live: chips, dataflows and models.
+"""Where shipped and user data files live: chips, dataflows, models and software stacks.
 
 The source of truth is the repository's top-level folders ``arch_configs/``,
-``dataflows/`` and ``workloads/``.  A built wheel carries copies of them inside the
+``dataflows/``, ``workloads/`` and ``stacks/``.  A built wheel carries copies of them inside the
 package, under ``sim/data/<folder>`` (setup.py's ``build_py`` copies them), so an
 installed simulator finds its chips without the repository.  Lookup order for a name:
 
-1. ``$SIM_ARCH_DIR`` / ``$SIM_DATAFLOW_DIR`` / ``$SIM_WORKLOAD_DIR`` when set: it
+1. ``$SIM_ARCH_DIR`` / ``$SIM_DATAFLOW_DIR`` / ``$SIM_WORKLOAD_DIR`` / ``$SIM_STACK_DIR`` when set: it
    *replaces* the shipped folder (a test or a private catalogue sees only its own files);
 2. otherwise the shipped folder: ``sim/data/<folder>`` inside an installed package, or
    the repository's ``<folder>`` in a source checkout (editable install);
@@ -41,6 +41,7 @@ KINDS: dict[str, DataKind] = {
     "chips": DataKind("arch_configs", "SIM_ARCH_DIR"),
     "dataflows": DataKind("dataflows", "SIM_DATAFLOW_DIR"),
     "models": DataKind("workloads", "SIM_WORKLOAD_DIR"),
+    "stacks": DataKind("stacks", "SIM_STACK_DIR"),
 }
 
 

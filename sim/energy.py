@@ -336,11 +336,14 @@ def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate
         attention = result.get("attention") or attention or chip.attention_lowering
         parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel,
                                collective_algorithm=(result.get("parallel") or {}).get("collective", "ring"))
+        from .stacks import chip_stack, lower_trace
+
         options = options or Options()
+        stack = chip_stack(chip, result.get("stack"))  # the kernels the run priced
         for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
                                          precision, parallel, attention):
-            for t in trace:
-                r = simulate_op(chip, t.op, options)
+            for t in lower_trace(trace, stack):
+                r = simulate_op(chip, t.op, t.options(options))
                 for k, v in r.energy_breakdown_pj.items():
                     if k != "total":
                         comps[k] = comps.get(k, 0.0) + float(v) * t.repeat * weight

@@ -77,38 +77,44 @@ def _peak_flops(chip, dtype: str) -> float:
 
 
 def run_trace(chip, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
-              progress: bool = False) -> IterationResult:
-    """Simulate every op of ``trace`` on ``chip`` (one chip's share; collectives included)."""
+              progress: bool = False, stack=None) -> IterationResult:
+    """Simulate every op of ``trace`` on ``chip`` (one chip's share; collectives included),
+    as the kernels ``stack`` (default: the chip's ``software_stack``) launches for them
+    (:func:`sim.stacks.lower_trace`: the same lowering ``sim validate`` prices)."""
+    from .stacks import chip_stack, lower_trace
+
     options = options or Options()
     rows: list[dict] = []
     total = 0.0
     flops = 0.0
     dram = 0.0
     energy = 0.0
-    items = list(trace)
+    # dequantisation ops are skipped by the lowering: they run on the vector unit inside
+    # the GEMM (or attention) that consumes the narrow operand (sim.engine.lower)
+    items = lower_trace(trace, chip_stack(chip, stack))
     it = items
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(items, desc=label or "ops", unit="op", leave=False, file=sys.stderr)
+        it = tqdm(items, desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr)
     for t in it:
-        if getattr(t.op, "op", None) == "dequant":
-            # dequantisation runs on the vector unit inside the GEMM (or attention) that
-            # consumes the narrow operand, overlapped with its tiles (sim.engine.lower)
-            continue
-        r: OpResult = simulate_op(chip, t.op, options)
+        r: OpResult = simulate_op(chip, t.op, t.options(options))
         rep = t.repeat
         total += r.seconds * rep
         flops += r.flops * rep
         dram += r.dram_bytes * rep
         energy += r.energy_pj * rep
-        rows.append({"op": r.name, "kind": r.kind, "block": t.block, "layer": t.layer, "stage": t.stage,
+        rows.append({"op": r.name, "source_op": t.source, "kind": r.kind, "block": t.block, "layer": t.layer, "stage": t.stage,
                      "repeat": rep, "seconds": r.seconds, "total_seconds": r.seconds * rep,
                      "flops": r.flops, "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
                      "dram_intensity": r.dram_intensity, "bound": r.bound, "traffic_bound": r.traffic_bound,
                      "utilization": r.utilization, "energy_pj": r.energy_pj,
                      "achieved_dram_bytes_per_s": r.achieved_dram_bytes_per_s, "cycles": r.cycles,
-                     "stall_cycles": r.stall_cycles, "roofline_seconds": r.roofline_cycles / chip.clock_hz})
+                     "stall_cycles": r.stall_cycles, "roofline_seconds": r.roofline_cycles / chip.clock_hz,
+                     # how the engine got the time: simulated in full, or extrapolated from
+                     # shortened copies (steady: whether consecutive samples agreed)
+                     "extrapolated": bool(ex := (r.details or {}).get("extrapolated")),
+                     "steady": (ex.get("steady") if ex else None)})
     for row in rows:
         row["share"] = row["total_seconds"] / total if total > 0 else 0.0
     meta = getattr(trace, "meta", {}) or {}
@@ -165,7 +171,8 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
             collective: str = "ring",
-            attention: str | None = None, options: Options | None = None, allow_overflow: bool = False,
+            attention: str | None = None, stack: str | None = None, options: Options | None = None,
+            allow_overflow: bool = False,
             progress: bool = False) -> dict[str, Any]:
     """Simulate a model on a chip.
 
@@ -193,6 +200,9 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         attention = chip.attention_lowering
     if attention not in ("fused", "unfused"):
         raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
+    from .stacks import chip_stack
+
+    stack_spec = chip_stack(chip, stack)  # an unknown stack fails here, before any simulation
     if dtype is None:
         dtype = default_dtype(chip)
     precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
@@ -228,14 +238,14 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
                                          "quantised_lm_head": precision.quantised_lm_head},
                            "parallel": {"tensor": tensor_parallel, "pipeline": pipeline_parallel,
                                         "collective": collective},
-                           "attention": attention, "memory": options.memory, "fit": fit,
+                           "attention": attention, "stack": stack_spec.name, "memory": options.memory, "fit": fit,
                            "kv_cache_bytes": fit["kv_cache_bytes"],
                            "kv_cache_bytes_per_sequence": fit["kv_cache_bytes_per_sequence"]}
     chips = tensor_parallel * pipeline_parallel
 
     def iteration(seqs, label):
         trace = build_iteration(spec, Iteration(tuple(seqs), label=label), **kw)
-        return run_trace(chip, trace, options, label=label, dtype=dtype, progress=progress)
+        return run_trace(chip, trace, options, label=label, dtype=dtype, progress=progress, stack=stack_spec)
 
     if phase == "prefill":
         res = iteration([Sequence(prompt_len, past)] * batch, "prefill")
@@ -306,6 +316,10 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         "mfu": (pre.flops + dec_flops) / total_s / (pre.peak_flops * chips) if total_s > 0 else 0.0,
         "mbu": (pre.dram_bytes + dec_bytes) / total_s / (pre.peak_bytes_per_s * chips) if total_s > 0 else 0.0,
         "new_tokens": steps, "prompt_len": prompt_len, "decode_steps_simulated": len(sampled),
+        # the prefill's shares and the decode steps' (those of the middle sampled step),
+        # weighted by the time each phase takes
+        **{k: (v * pre.seconds + _extrapolated_shares(sampled[keys[len(keys) // 2]].ops)[k] * dec_seconds) / total_s
+           if total_s > 0 else 0.0 for k, v in _extrapolated_shares(pre.ops).items()},
         "phases": {"prefill": _summary(pre, batch * prompt_len),
                    "decode_first": _summary(sampled[keys[0]], batch),
                    "decode_last": _summary(sampled[keys[-1]], batch)},
@@ -314,8 +328,19 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     return out
 
 
+def _extrapolated_shares(ops: list[dict]) -> dict[str, float]:
+    """Shares of an iteration's time that come from extrapolated kernels, and from those
+    whose samples never reached a steady state (flagged, not hidden)."""
+    total = sum(o["total_seconds"] for o in ops)
+    ex = sum(o["total_seconds"] for o in ops if o.get("extrapolated"))
+    unsteady = sum(o["total_seconds"] for o in ops if o.get("extrapolated") and o.get("steady") is False)
+    return {"extrapolated_share": ex / total if total > 0 else 0.0,
+            "unsteady_extrapolated_share": unsteady / total if total > 0 else 0.0}
+
+
 def _summary(res: IterationResult, tokens: int) -> dict[str, Any]:
-    return {"seconds": res.seconds, "tokens": tokens, "tokens_per_s": tokens / res.seconds if res.seconds else 0.0,
+    return {**_extrapolated_shares(res.ops),
+            "seconds": res.seconds, "tokens": tokens, "tokens_per_s": tokens / res.seconds if res.seconds else 0.0,
             "mfu": res.mfu, "mbu": res.mbu, "energy_j": res.energy_j,
             "energy_per_token_j": res.energy_j / tokens if tokens else 0.0, "flops": res.flops,
             "dram_bytes": res.dram_bytes}
@@ -349,6 +374,9 @@ def add_run_parser(sub, func) -> None:
     r.add_argument("--pipeline-parallel", type=int, default=1)
     r.add_argument("--attention", choices=["fused", "unfused"], default=None,
                    help="attention lowering (default: the chip's attention_lowering, fused unless it says)")
+    r.add_argument("--stack", default=None,
+                   help="software stack that turns the model's ops into kernels (stacks/*.yaml: ideal, eager_pytorch, "
+                        "fused_serving, ...; default: the chip's software_stack, else ideal)")
     r.add_argument("--dataflow", default=None)
     r.add_argument("--memory", choices=["ideal", "modeled"], default="modeled")
     r.add_argument("--fidelity", choices=["high", "fast"], default="high",
@@ -368,14 +396,15 @@ def cmd_run(args) -> int:
                   dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,
                   tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
                   collective=args.collective,
-                  attention=args.attention, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
+                  attention=args.attention, stack=args.stack, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
                   allow_overflow=args.allow_overflow, progress=not args.json and sys.stderr.isatty())
     if args.json:
         print(json.dumps(res, default=_json_default))
         return 0
     print(f"{res['model']} on {res['chip']} ({res['phase']}, batch {res['batch']}, "
           f"{res['precision']['dtype']}/{res['precision']['weight_dtype']} weights/{res['precision']['kv_dtype']} KV, "
-          f"TP{args.tensor_parallel} PP{args.pipeline_parallel}, {res['attention']} attention)")
+          f"TP{args.tensor_parallel} PP{args.pipeline_parallel}, {res['attention']} attention, "
+          f"{res['stack']} stack)")
     keys = ["seconds", "ttft_s", "tpot_s", "tokens_per_s", "mfu", "mbu", "energy_j", "energy_per_token_j",
             "kv_cache_bytes", "kv_cache_bytes_per_sequence"]
     from .cli import _print_kv, _print_table

@@ -245,3 +245,18 @@ def test_generate_run_reports_traffic_and_energy_per_generated_token():
     assert 4 * gen["phases"]["decode_first"]["dram_bytes"] * 0.99 <= decode_bytes
     assert decode_bytes <= 4 * gen["phases"]["decode_last"]["dram_bytes"] * 1.01
     assert gen["flops"] > pre["flops"] > 0
+
+
+def test_runs_report_how_much_of_their_time_was_extrapolated():
+    """Every kernel row says whether its time was extrapolated (and whether the samples
+    were steady); the run reports the shares, so an extrapolated answer is never silent."""
+    chip = load_chip("h200_sxm")
+    small = run_llm(chip, "tiny", phase="decode", batch=1, context_len=64)
+    assert small["extrapolated_share"] == 0.0 and not any(o["extrapolated"] for o in small["ops"])
+    big = run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=2048)
+    rows = big["ops"]
+    ex_time = sum(o["total_seconds"] for o in rows if o["extrapolated"])
+    assert ex_time > 0, "the big prefill GEMMs are extrapolated"
+    assert big["extrapolated_share"] == pytest.approx(ex_time / sum(o["total_seconds"] for o in rows), rel=1e-12)
+    assert 0.0 <= big["unsteady_extrapolated_share"] <= big["extrapolated_share"] <= 1.0
+    assert all(o["steady"] is None for o in rows if not o["extrapolated"])

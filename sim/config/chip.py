@@ -861,6 +861,9 @@ class ChipSpec(_Spec):
     # (FlashAttention-style, scores stay on chip) or "unfused" (scores written to and read
     # back from DRAM, as on a software stack without fused attention kernels)
     attention_lowering: Literal["fused", "unfused"] = "fused"
+    # the software stack (stacks/<name>.yaml, sim.stacks) that turns model ops into the
+    # kernels this chip runs, unless a run says otherwise; None: "ideal", one kernel per op
+    software_stack: Optional[str] = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
 
     _source_path: Optional[Path] = PrivateAttr(default=None)
     _overrides: tuple[str, ...] = PrivateAttr(default=())

@@ -179,8 +179,11 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
     kv_narrow = get_format(op.kv_format).bits < get_format(op.dtype).bits
     act_bpe = bytes_per_element(op.dtype)
     splits = 1
+    # one query row per sequence sees every cached key, causal mask or not: a decode
+    # step's attention is a full (splittable) pass over the cache
+    causal = op.causal and op.q_len > 1
     may_split = ms is None or ms.attention_split_kv == "always" or op.q_len == 1
-    if may_split and not op.causal and count < cores and op.kv_len >= 512:
+    if may_split and not causal and count < cores and op.kv_len >= 512:
         splits = max(1, min(cores // count, op.kv_len // 256))
     k_len = -(-op.kv_len // splits)
     layout = OperandLayout(a=act_bpe, b=kv_bpe, c=act_bpe if splits == 1 else 4.0, psum=4.0)
@@ -213,7 +216,7 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
     stages = ms.attention_pipeline_stages if ms is not None else None
     prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
                        tail_fn=tail_fn if choice.fold_overlap else None, a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
-                       reduction=True, causal=op.causal, causal_past=op.kv_len - op.q_len, causal_group=group,
+                       reduction=True, causal=causal, causal_past=op.kv_len - op.q_len, causal_group=group,
                        unit_m=max(1, min(um, 128)), unit_n=1, unit_k=max(16, uk), fixed_order="mnk",
                        macs=op.macs, flops=op.flops, stages=stages, b_share_group=share)
     info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
