@@ -16,13 +16,20 @@ it prints
   (arrivals at the peak rate, and a count-limited window of the Little's-law size), and
   of one chunk through ``dram_stream``;
 
-and writes plots/dram_bandwidth.png.  Run from the repository root:
+* speed bins: for every shipped chip (``sim.list_chips()``), a long read stream (the
+  chip's requesters and requests in flight, or a Little's-law window if larger; 64 KiB
+  transfers; refresh on) at the lowest and highest pin rate of its technology's speed bin,
+  at the chip's own rate and at twice it, in % of the pin peak and in GB/s;
+
+writes the numbers to benchmarks/results/dram.json and plots/dram_bandwidth.png.  Run
+from the repository root:
 
     python benchmarks/bench_dram.py [--quick] [--out plots/dram_bandwidth.png]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -192,12 +199,51 @@ def call_cost(p: DramParams, n: int) -> dict:
     return out
 
 
-def plot(results: dict, out: Path) -> None:
+def chip_stream(p: DramParams, cores: int, per_core: int) -> dict:
+    """A long read stream as the engine's cores make it (as tests/test_dram.py measures
+    it): 64 KiB transfers dealt round-robin to the chip's requesters (count limit), with
+    the chip's requests in flight or a Little's-law window, whichever is larger; more than
+    8 cores folded into 8 requesters with the same total in flight; at least 8 us and 40
+    unloaded latencies long."""
+    r = min(cores, 8)
+    mo = max(per_core * cores, little_window(p)) // r
+    tr = 64 << 10
+    seconds = max(8e-6, 40 * p.closed_form_read_latency_ns("empty") * 1e-9)
+    n = max(int(p.peak_bytes_per_s * seconds), 8 << 20) // tr
+    addrs = np.arange(n, dtype=np.int64) * tr
+    return DramModel(p).stream_multi(addrs, tr, np.arange(n) % r, mo, in_order=False)
+
+
+def speed_bins() -> dict:
+    """Stream efficiency of every shipped chip's DRAM across its speed bin (and at 2x)."""
+    import sim
+    from sim.config.registry import load_chip
+    out = {}
+    for name in sim.list_chips():
+        chip = load_chip(name)
+        p = DramParams.from_spec(chip.memory.dram)
+        lo, hi = p.speed_bin_gbps
+        rates = sorted({lo, hi, p.data_rate_gbps_per_pin, 2 * p.data_rate_gbps_per_pin})
+        rows = []
+        for rate in rates:
+            q = p.replace(data_rate_gbps_per_pin=rate)
+            res = chip_stream(q, chip.cores.count, chip.memory.dram.max_outstanding_requests_per_core)
+            rows.append({"gbps_per_pin": rate, "in_bin": bool(lo <= rate <= hi),
+                         "peak_gbps": q.peak_bytes_per_s / 1e9,
+                         "bus_peak_gbps": q.bus_peak_bytes_per_s / 1e9,
+                         "achieved_gbps": res["achieved_bytes_per_s"] / 1e9,
+                         "eff": res["efficiency"]})
+        out[name] = {"technology": p.technology, "bin_gbps": [lo, hi],
+                     "chip_gbps": p.data_rate_gbps_per_pin, "rows": rows}
+    return out
+
+
+def plot(results: dict, out: Path, bins: dict | None = None) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(21, 5.6))
+    fig, (ax1, ax2, ax3, ax4) = plt.subplots(1, 4, figsize=(28, 5.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, res) in enumerate(results.items()):
         c = colors[i % len(colors)]
@@ -240,6 +286,21 @@ def plot(results: dict, out: Path) -> None:
     ax3.set_ylim(0, 100)
     ax3.grid(True, which="both", alpha=0.3)
     ax3.legend(fontsize=7.5, loc="lower left")
+    for i, (name, b) in enumerate((bins or {}).items()):
+        c = colors[i % len(colors)]
+        rows = b["rows"]
+        ax4.plot([r["gbps_per_pin"] for r in rows], [100 * r["eff"] for r in rows], "o-", color=c,
+                 label=f"{name} ({b['technology']}, bin {b['bin_gbps'][0]:g}-{b['bin_gbps'][1]:g})")
+        ax4.plot([b["chip_gbps"]], [100 * next(r["eff"] for r in rows if r["gbps_per_pin"] == b["chip_gbps"])],
+                 "*", color=c, markersize=12)
+    ax4.axhspan(85, 95, color="grey", alpha=0.12)
+    ax4.set_xscale("log", base=2)
+    ax4.set_xlabel("pin rate, Gb/s (star: the chip's own)")
+    ax4.set_ylabel("long read stream (% of pin peak)")
+    ax4.set_title("Shipped chips across their speed bins (shaded: 85-95 %)")
+    ax4.set_ylim(60, 100)
+    ax4.grid(True, which="both", alpha=0.3)
+    ax4.legend(fontsize=7, loc="lower left")
     fig.suptitle("sim DRAM timing model (refresh on, staggered; per-bank refresh for HBM/LPDDR; "
                  "FR-FCFS approximation)")
     fig.tight_layout()
@@ -299,7 +360,29 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['stream']:.1f} ns per chunk")
         print(f"  wall time for this device: {res['wall_s']:.1f} s")
 
-    plot(results, Path(args.out))
+    t0 = time.perf_counter()
+    bins = speed_bins()
+    print("\n=== speed bins: long read stream of every shipped chip's DRAM, % of the pin peak"
+          " (* = outside the technology's bin)")
+    for name, b in bins.items():
+        cells = "  ".join(f"{r['gbps_per_pin']:g}{'' if r['in_bin'] else '*'}: {100 * r['eff']:.1f} %"
+                          f" ({r['achieved_gbps']:.0f} GB/s)" for r in b["rows"])
+        print(f"  {name:16s} {b['technology']:7s} {cells}")
+    print(f"  wall time: {time.perf_counter() - t0:.1f} s")
+    plot(results, Path(args.out), bins)
+    summary = {
+        "devices": {name: {"peak_gbps": r["peak_gbps"],
+                           "seq256_eff": r["seq256"]["efficiency"],
+                           "size": r["size"], "outstanding": r["outstanding"],
+                           "streams": {k: v for k, v in r["streams"].items()},
+                           "cost_ns": r["cost"], "wall_s": r["wall_s"]}
+                    for name, r in results.items()},
+        "speed_bins": bins,
+    }
+    res_path = ROOT / "benchmarks" / "results" / "dram.json"
+    res_path.parent.mkdir(parents=True, exist_ok=True)
+    res_path.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    print(f"wrote {res_path.relative_to(ROOT)}")
     print(f"\nwrote {args.out}")
     return 0
 
