@@ -338,10 +338,10 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
             rep.sched.arrivals_done = True
             wake(rep)
 
-    def cost(rep, b):
+    def cost(rep, b, dctx):
         pre = [(n, s.ctx) for s, n in b.prefill]
         nd = len(b.decode) + b.padded
-        ctx = sum(s.ctx for s in b.decode) + b.padded_context_tokens
+        ctx = dctx + b.padded_context_tokens
         q = rep.sched.q
         c = rep.lat.iteration(pre, nd, ctx, q)
         if rep.draft is not None and (nd or pre):
@@ -364,7 +364,10 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                 yield env.any_of([rep.wake, env.timeout(max(0.0, p - env.now))])
                 rep.wake = None
                 continue
-            c = cost(rep, p) if (p.prefill or p.decode or p.padded) else ZERO
+            dctx = 0
+            for s in p.decode:
+                dctx += s.ctx
+            c = cost(rep, p, dctx) if (p.prefill or p.decode or p.padded) else ZERO
             start = env.now
             dt = c.seconds + p.extra_s
             yield env.timeout(dt)
@@ -373,7 +376,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
             for _, n in p.prefill:
                 pt += n
             its.append((rep.idx, rep.pool, start, env.now, pt, len(p.prefill), len(p.decode), p.padded,
-                        sum(s.ctx for s in p.decode), len(sched.waiting), len(sched.running),
+                        dctx, len(sched.waiting), len(sched.running),
                         sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s))
             sched.complete(p, env.now)
             state["last_event_s"] = env.now

@@ -206,8 +206,12 @@ class Scheduler:
         q = self.q
         out: list[Seq] = []
         gone: set[int] = set()
+        bt = self.kv.block_tokens
         for s in list(self.running):
             if s.to_prefill or id(s) in gone:
+                continue
+            if (s.ctx + q + bt - 1) // bt <= s.shared + s.blocks:   # fast path: its blocks have room
+                out.append(s)
                 continue
             while not self.ensure(s, s.ctx + q):
                 victim = self.running[-1]
@@ -266,10 +270,17 @@ class Scheduler:
             if s.to_prefill == 0:
                 self.prefill_done(s, now)
         toks = self.decode_tokens(len(batch.decode))
-        for i, s in enumerate(batch.decode):
-            t = 1 if toks is None else int(toks[i])
-            t = min(t, s.remaining)
-            s.ctx += t
-            self.emit(s, t, now)
+        if toks is None:
+            for s in batch.decode:       # the common case, inlined: one token each
+                s.ctx += 1
+                s.generated += 1
+                s.last_token_s = now
+                if s.generated >= s.req.output_tokens:
+                    self.finish(s, now)
+        else:
+            for i, s in enumerate(batch.decode):
+                t = min(int(toks[i]), s.remaining)
+                s.ctx += t
+                self.emit(s, t, now)
         if any(s.done for s in self.running):
             self.running = [s for s in self.running if not s.done]
