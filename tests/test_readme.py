@@ -79,7 +79,7 @@ def test_the_quick_tour_has_commands():
 @pytest.mark.parametrize("cmd, line", bash_commands(), ids=[f"README.md:{ln}" for _, ln in bash_commands()])
 def test_quick_tour_command(cmd, line, workdir):
     proc = subprocess.run(["bash", "-c", cmd], cwd=workdir, env=_env(), capture_output=True, text=True,
-                          timeout=1200)
+                          timeout=3600)
     assert proc.returncode == 0, f"README.md:{line}: {cmd}\nexit {proc.returncode}\n{proc.stdout[-3000:]}\n" \
                                  f"{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
@@ -90,6 +90,6 @@ def test_quick_tour_command(cmd, line, workdir):
 def test_quick_tour_python(code, line, workdir):
     # a plain script fed to stdin, as a reader pastes it: no __main__ guard
     proc = subprocess.run([str(BIN / "python"), "-"], input=code, cwd=workdir, env=_env(), capture_output=True,
-                          text=True, timeout=1200)
+                          text=True, timeout=3600)
     assert proc.returncode == 0, f"README.md:{line}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
