@@ -309,3 +309,12 @@ def test_model_set_in_a_sweep_workload(tmp_path):
     bad = dict(spec, workloads=[dict(spec["workloads"][0], model_set={"max_contxt": 8192})])
     with pytest.raises(ConfigError, match="did you mean 'max_context'"):
         expand(load_spec(bad))
+
+
+def test_check_a_sweep_resolves_its_chip_models_and_parameter_paths(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("chip: npu_128x128\nworkloads: [{model: tinyy}]\nparameters:\n  cores.arrays.0.rowz: [1, 2]\n")
+    proc = sim("check", str(spec), check=False)
+    assert proc.returncode == 2
+    assert "s.yaml:4: parameters.cores.arrays.0.rowz" in proc.stderr and "did you mean 'rows'" in proc.stderr
+    assert "s.yaml:2: workloads.0.model: unknown model 'tinyy'; did you mean 'tiny'" in proc.stderr

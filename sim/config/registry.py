@@ -129,7 +129,11 @@ def _check_model(path: Path, doc) -> None:
 def _check_sweep(path: Path, doc) -> None:
     from ..sweep.spec import load_sweep_spec
 
-    load_sweep_spec(path)  # the spec itself, its parameter axes and metrics (not every point's chip)
+    from ..sweep.plan import check_spec
+
+    # the spec itself, its axes and metrics, its base chip and models, its parameter paths
+    # (not every point's chip: `sim sweep --dry-run` checks those)
+    check_spec(load_sweep_spec(path))
 
 
 #: config kinds that :func:`check_files` recognises: (label, recogniser by top-level keys,

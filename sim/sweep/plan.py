@@ -18,7 +18,7 @@ from ..errors import ConfigError, ConfigProblem, SimError
 from ..store import content_hash
 from .spec import _GEMM_ONLY, _LLM_ONLY, WORKLOAD_PREFIX, LoadedSpec, WorkloadSpec, format_value
 
-__all__ = ["Point", "expand"]
+__all__ = ["Point", "expand", "check_spec"]
 
 _STRUCTURAL = ("unknown key", "no list item", "cannot descend", "expected dotted.path=value", "empty key path")
 
@@ -170,6 +170,12 @@ def _check_up_front(loaded: LoadedSpec, res: _Resolver, base: tuple[str, ...]) -
                                                   f"workloads.{i}.model", _short(err)))
     if problems:
         raise ConfigError(problems)
+
+
+def check_spec(loaded: LoadedSpec, extra_set: list[str] | None = None) -> None:
+    """What would fail every point (base chip, models, parameter paths), as :func:`expand`
+    reports it, without planning the points."""
+    _check_up_front(loaded, _Resolver(loaded), tuple(loaded.spec.base_overrides()) + tuple(extra_set or ()))
 
 
 def expand(loaded: LoadedSpec, extra_set: list[str] | None = None) -> list[Point]:
