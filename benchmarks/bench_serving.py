@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 #: per chip: arrival rate (requests/s) below the chip's saturation, and the weight format
 #: that fits it (npu_128x128 has 16 GiB of HBM: bf16 Llama-3-8B weights alone are 16.1 GB)
 CASES = {"h200_sxm": {"rate_per_s": 20.0, "weight_dtype": None},
-         "npu_128x128": {"rate_per_s": 4.0, "weight_dtype": "fp8"}}
+         "npu_128x128": {"rate_per_s": 1.5, "weight_dtype": "fp8"}}
 
 
 def workload(n: int, rate: float, seed: int = 0):
@@ -61,7 +61,7 @@ def run(chip: str, n: int) -> dict:
         out["simulated_s"] = s["makespan_s"]
         out["summary"] = {k: s[k] for k in ("finished", "unfinished", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
                                             "tpot_p99_s", "e2e_p50_s", "e2e_p99_s", "output_tokens_per_s",
-                                            "kv_utilisation_mean", "batch_mean", "preemptions",
+                                            "kv_utilisation_mean", "batch_mean", "preemptions", "queue_growth_per_s",
                                             "energy_per_output_token_j", "stable")}
     return out
 

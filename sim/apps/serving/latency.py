@@ -159,6 +159,7 @@ class LatencyModel:
             self.path = self.path / f"{chip.name}-{model.name}-{self.key}.json"
         self.table = _TABLES.setdefault(self.key, self._load())
         self.simulated = 0          # grid points simulated by this instance
+        self._dense_lm: dict[tuple[int, int], Cost] = {}   # interpolated dense(T) + lm(L), by (T, L)
         self._dirty = False
 
     # ----------------------------------------------------------------- storage
@@ -298,7 +299,9 @@ class LatencyModel:
         (``k + 1`` when verifying ``k`` drafted tokens, all with logits)."""
         T = sum(n for n, _ in prefill) + decode_seqs * decode_new
         L = len(prefill) + decode_seqs * decode_new
-        c = self.dense(T) + self.lm_head(L)
+        c = self._dense_lm.get((T, L))
+        if c is None:
+            c = self._dense_lm[(T, L)] = self.dense(T) + self.lm_head(L)
         if decode_seqs:
             c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
         for n, p in prefill:

@@ -115,9 +115,13 @@ def summarise(req, its, timeline, *, slos: dict, chips: int, peak_flops: float, 
         t = timeline["time_s"].to_numpy(dtype=float)
         s["mean_in_system"] = float(timeline["in_system"].mean())
         q = timeline["waiting"].to_numpy(dtype=float)
-        half = t >= t[-1] / 2
+        # growth of the waiting queue over the second half of the arrivals (a stable system's
+        # queue does not grow while requests keep arriving)
+        span = float(req["arrival_s"].max()) if len(req) else 0.0
+        half = (t >= span / 2) & (t <= span)
         s["queue_growth_per_s"] = float(np.polyfit(t[half], q[half], 1)[0]) if half.sum() >= 2 else 0.0
         s["max_waiting"] = int(q.max())
+    # stable: every request finished, none dropped (queue_growth_per_s says whether it was keeping up)
     s["stable"] = s["dropped"] == 0 and s["unfinished"] == 0
     s.update(kv_stats)
     s.update(extra)

@@ -96,6 +96,7 @@ class Scheduler:
         self.preemptions = 0
         self.swaps = 0
         self.finished = 0
+        self._some_done = False
 
     # ----------------------------------------------------------------- queue
     def add(self, seq: Seq, now: float) -> None:
@@ -240,6 +241,7 @@ class Scheduler:
 
     def finish(self, seq: Seq, now: float) -> None:
         seq.done = True
+        self._some_done = True
         seq.finish_s = now
         self.free(seq)
         self.finished += 1
@@ -282,5 +284,6 @@ class Scheduler:
                 t = min(int(toks[i]), s.remaining)
                 s.ctx += t
                 self.emit(s, t, now)
-        if any(s.done for s in self.running):
+        if self._some_done:
             self.running = [s for s in self.running if not s.done]
+            self._some_done = False
