@@ -83,6 +83,9 @@ def add_serve_parser(sub, func) -> None:
     d.add_argument("--dtype", default=None, help="activation format (default bf16 where the chip has it)")
     d.add_argument("--weight-dtype", default=None, help="weight format (int8, fp8, ...)")
     d.add_argument("--kv-dtype", default=None, help="KV-cache format")
+    d.add_argument("--stack", default=None,
+                   help="software stack whose kernels run the ops (stacks/: eager_pytorch, fused_serving, ideal; "
+                        "default: the chip's software_stack)")
     d.add_argument("--fidelity", choices=["high", "fast"], default="high", help="engine fidelity of the grid points")
     o = s.add_argument_group("limits, SLOs and output")
     o.add_argument("--max-queue", type=int, default=None, help="drop arrivals when a replica has this many waiting")
@@ -136,7 +139,7 @@ def cmd_serve(args) -> int:
                 prefix_caching=args.prefix_caching, speculative_k=args.speculative_k,
                 speculative_alpha=alpha[0] if len(alpha) == 1 else tuple(alpha), draft_model=args.draft_model,
                 prefill_replicas=args.prefill_replicas, kv_link_gb_per_s=args.kv_link_gb_per_s, dtype=args.dtype,
-                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, fidelity=args.fidelity,
+                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, fidelity=args.fidelity, stack=args.stack,
                 max_queue=args.max_queue, drain_s=args.drain, slos=_slos(args),
                 price_per_chip_hour=args.price_per_chip_hour,
                 progress=not args.no_progress and not args.json and sys.stderr.isatty())

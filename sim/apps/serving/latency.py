@@ -41,12 +41,13 @@ from pathlib import Path
 
 from ...engine.lower import Options
 from ...engine.run import simulate_op
+from ...stacks import chip_stack, lower_trace
 from ...workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
 #: bump when the meaning of a stored grid point changes
-TABLE_VERSION = 2
+TABLE_VERSION = 3
 
 
 def _token_grid(limit: int) -> list[int]:
@@ -136,11 +137,12 @@ class LatencyModel:
 
     def __init__(self, chip, model, precision: Precision = Precision(), attention: str | None = None,
                  parallel: Parallelism = Parallelism(), options: Options | None = None,
-                 cache_dir: str | Path | None | bool = None):
+                 cache_dir: str | Path | None | bool = None, stack=None):
         self.chip, self.model, self.precision = chip, model, precision
         self.attention = attention or chip.attention_lowering
         self.parallel = parallel
         self.options = options or Options()
+        self.stack = chip_stack(chip, stack)
         self.chips = parallel.tensor * parallel.pipeline
         self.kw = dict(precision=precision, attention=self.attention, parallel=parallel)
         self.token_grid = _token_grid(max(2 * model.max_context, 8192))
@@ -150,6 +152,7 @@ class LatencyModel:
         ident = json.dumps({"v": TABLE_VERSION, "chip": chip.model_dump_json(), "model": model.model_dump_json(),
                             "precision": asdict(precision), "attention": self.attention,
                             "parallel": asdict(parallel), "options": repr(self.options),
+                            "stack": repr(self.stack),
                             "src": _source_hash()}, sort_keys=True, default=str)
         self.key = hashlib.sha256(ident.encode()).hexdigest()[:24]
         if cache_dir is False:
@@ -186,27 +189,27 @@ class LatencyModel:
 
     # ----------------------------------------------------------------- exact pieces
     def _sum(self, trace, want) -> Cost:
+        """The kernels the chip's software stack launches for ``trace`` (the lowering
+        :func:`sim.inference.run_trace` uses), those ``want`` keeps, summed."""
         s = e = f = b = 0.0
-        for t in trace:
-            if getattr(t.op, "op", None) == "dequant":
-                continue  # fused into its consumer (as sim.inference.run_trace does)
-            if not want(t):
+        for k in lower_trace(trace, self.stack):
+            if not want(k):
                 continue
-            r = simulate_op(self.chip, t.op, self.options)
-            s += r.seconds * t.repeat
-            e += r.energy_pj * t.repeat
-            f += r.flops * t.repeat
-            b += r.dram_bytes * t.repeat
+            r = simulate_op(self.chip, k.op, k.options(self.options))
+            s += r.seconds * k.repeat
+            e += r.energy_pj * k.repeat
+            f += r.flops * k.repeat
+            b += r.dram_bytes * k.repeat
         c = self.chips
         return Cost(s, e * 1e-12 * c, f * c, b * c)
 
     @staticmethod
-    def _is_attn(t) -> bool:
-        return t.op.name in ATTENTION_OPS
+    def _is_attn(k) -> bool:
+        return (k.source or k.op.name) in ATTENTION_OPS
 
     @staticmethod
-    def _is_lm(t) -> bool:
-        return t.block == "lm_head" and t.op.name.startswith("lm_head")
+    def _is_lm(k) -> bool:
+        return k.block == "lm_head" and (k.source or k.op.name).startswith("lm_head")
 
     def _point(self, key: str, make) -> Cost:
         c = self.table.get(key)

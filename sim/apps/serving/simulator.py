@@ -61,6 +61,7 @@ class ServeConfig:
     kv_dtype: str | None = None
     attention: str | None = None
     fidelity: str = "high"
+    stack: str | None = None
     max_batch: int = DEFAULT_MAX_BATCH
     token_budget: int | None = None
     timeout_s: float | None = None
@@ -175,14 +176,16 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                               vector_dtype=dtype, quantised_lm_head=True)   # as sim.inference.run_llm
     parallel = Parallelism(tensor=cfg.tensor_parallel, pipeline=cfg.pipeline_parallel)
     options = Options(fidelity=cfg.fidelity)
-    lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir)
+    lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
+                       stack=cfg.stack)
     spec_dec = Speculative(cfg.speculative_k, cfg.speculative_alpha if not isinstance(cfg.speculative_alpha, list)
                            else tuple(cfg.speculative_alpha), cfg.draft_model) if cfg.speculative_k else None
     draft = None
     draft_spec = None
     if spec_dec and cfg.draft_model:
         draft_spec = load_model_spec(cfg.draft_model)
-        draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir)
+        draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
+                             stack=cfg.stack)
 
     # ---- KV capacity of one replica
     from ...workload.llm import weight_bytes
@@ -459,7 +462,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     kv_stats["prefix_token_hit_rate"] = hit_tok / look_tok if look_tok else 0.0
     chips = chips_per_replica * len(replicas)
     extra = {"chip": chip.name, "model": spec.name, "scheduler": sched_cls.name, "replicas": len(replicas),
-             "tensor_parallel": cfg.tensor_parallel, "kv_blocks_per_replica": blocks,
+             "tensor_parallel": cfg.tensor_parallel, "stack": lat.stack.name, "kv_blocks_per_replica": blocks,
              "kv_tokens_per_replica": blocks * cfg.block_tokens, "token_budget": token_budget,
              "swaps": sum(r.sched.swaps for r in replicas),
              "grid_points_simulated": lat.simulated + (draft.simulated if draft else 0),
