@@ -313,10 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=cmd_gemm)
 
-    c = sub.add_parser("check", help="validate config files (chips, dataflows, models, sweeps)")
+    c = sub.add_parser("check", help="validate config files (chips, dataflows, models, sweeps, software stacks)")
     c.add_argument("files", nargs="+", metavar="FILE",
-                   help="config files, folders of them or chip names; each file's kind (chip, dataflow, model or "
-                        "sweep) is recognised by its keys")
+                   help="config files, folders of them or chip names; each file's kind (chip, dataflow, model, "
+                        "sweep or software stack) is recognised by its keys or its folder")
     c.set_defaults(func=cmd_check)
 
     ls = sub.add_parser("list", help="list shipped chips, dataflows, workloads or number formats")

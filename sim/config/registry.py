@@ -107,6 +107,19 @@ def _is_sweep(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in ("workloads", "parameters", "metrics"))
 
 
+def _is_stack(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in ("kv_append", "gated_activation", "fuse_rope_kv_append", "fuse_residual_norm"))
+
+
+def _check_stack(path: Path, doc) -> None:
+    from .stack_spec import StackSpec
+
+    spec = validate(StackSpec, doc)
+    if path.parent.name == "stacks" and spec.name != path.stem:
+        raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
+                                        f"name '{spec.name}' must equal the file name '{path.stem}'"))
+
+
 def _check_chip(path: Path, doc) -> None:
     validate(ChipSpec, doc)
 
@@ -143,6 +156,7 @@ _KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], str, Callable[[Pat
     ("dataflow", _is_dataflow, "dataflows", _check_dataflow),
     ("model", _is_model, "workloads", _check_model),
     ("sweep", _is_sweep, "sweeps", _check_sweep),
+    ("stack", _is_stack, "stacks", _check_stack),
 )
 
 
@@ -206,7 +220,8 @@ def check_files(paths: Union[PathLike, Iterable[PathLike]], checked: list | None
                     str(path), doc.line_of(()), "",
                     "not a recognised config file: a chip has the keys clock_mhz, cores, memory, noc; a dataflow "
                     "stationary_operand, spatial_rows, spatial_cols, temporal; a model hidden_size, num_layers, "
-                    "num_heads, ffn_size; a sweep chip, workloads, parameters"))
+                    "num_heads, ffn_size; a sweep chip, workloads, parameters; a software stack kv_append, "
+                    "gated_activation, attention, gemm"))
             checker(path, doc)
             checked.append((str(path), kind))
         except ConfigError as exc:
