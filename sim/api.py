@@ -30,6 +30,27 @@ def _chip(chip, overrides=None):
     return chip
 
 
+#: limits of one simulated op: beyond them the engine would run for hours or exhaust memory
+#: (the biggest LLM ops of the shipped models are ~10^14 MACs, tests run 1.7e16; GPUs have ~150 cores)
+MAX_OP_MACS = 10 ** 17
+MAX_CORES = 16_384
+
+
+def check_limits(chip, op=None) -> None:
+    """Refuse, with a clear :class:`~sim.errors.ShapeError`, a chip with more than
+    :data:`MAX_CORES` cores or an op of more than :data:`MAX_OP_MACS` multiply-accumulates."""
+    cores = chip.cores.count
+    if cores > MAX_CORES:
+        src = getattr(chip, "source_path", None)
+        where = f"{src}: " if src else ""
+        raise ShapeError(f"{where}cores.count: {cores:,} cores is above the simulator's limit of {MAX_CORES:,} "
+                         "(every core is simulated)")
+    macs = getattr(op, "macs", 0) if op is not None else 0
+    if isinstance(macs, int) and macs > MAX_OP_MACS:
+        raise ShapeError(f"op '{getattr(op, 'name', '?')}': {macs:.3g} multiply-accumulates is above the limit of "
+                         f"{MAX_OP_MACS:.0e} for one op")
+
+
 def simulate(chip, op, *, dataflow: str | None = None, memory: str = "modeled", array: str | None = None,
              row_length: int | None = None, overrides: Iterable[str] | None = None,
              fidelity: str = "high") -> OpResult:
@@ -37,6 +58,7 @@ def simulate(chip, op, *, dataflow: str | None = None, memory: str = "modeled", 
     (a ChipSpec, a name from arch_configs/ or a path).  ``fidelity="fast"`` samples large
     problems more briefly (for big sweeps)."""
     chip = _chip(chip, overrides)
+    check_limits(chip, op)
     return simulate_op(chip, op, Options(dataflow=dataflow, memory=memory, array=array, row_length=row_length,
                                          fidelity=fidelity))
 

@@ -175,6 +175,10 @@ def _run_workload(args) -> int:
             raise SimError(f"--{opt.replace('_', '-')} must be >= {0 if opt == 'new_tokens' else 1}, got {v}")
     if args.batch > MAX_BATCH:
         raise SimError(f"--batch {args.batch:,} is above the limit of {MAX_BATCH:,} sequences")
+    from .api import check_limits
+    from .config.registry import load_chip
+
+    check_limits(load_chip(args.chip, overrides=args.set or []))
     if getattr(args, "model_set", None):
         from .workload.models import load_model_spec
 

@@ -213,3 +213,13 @@ def test_seeded_mutations_of_every_shipped_config_are_clear_errors(tmp_path, fol
             assert all(isinstance(p, str) and p for p in problems)
             assert not any("internal error" in p for p in problems), (src.name, j, problems, text)
     assert time.monotonic() - t0 < 240
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["gemm", "npu_128x128", "--m", "1000000", "--k", "1000000", "--n", "1000000"], ["1e+18", "limit"]),
+    (["gemm", "npu_128x128", "--m", "64", "--k", "64", "--n", "64", "--set", "cores.count=1048576"],
+     ["npu_128x128.yaml", "cores.count", "1,048,576", "limit"]),
+    (["run", "npu_128x128", "tiny", "--set", "cores.count=1048576"], ["cores.count", "limit"]),
+])
+def test_sizes_beyond_the_simulators_limits(args, needles):
+    refused(sim(*args), *needles)

@@ -85,7 +85,10 @@ def evaluate_point(task: dict) -> dict:
     try:
         from ..config.chip import ChipSpec
 
+        from ..api import check_limits
+
         chip = ChipSpec.model_validate(task["chip"])
+        check_limits(chip)
         wl = task["workload"]
         if wl["kind"] == "gemm":
             row.update(_gemm(chip, wl))
