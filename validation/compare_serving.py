@@ -75,9 +75,17 @@ def compare(measured: Path, chip_name: str = "h200_sxm", model: str = "llama3-8b
         rq = rq.sort_values("arrival_s")
         reqs = [Request(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
                 for i, r in enumerate(rq.itertuples(index=False))]
-        s = serve(chip, model, reqs, **LOOP).summary
+        res = serve(chip, model, reqs, **LOOP)
+        s = res.summary
         fin = rq[rq["status"] == "finished"]
-        row = {"requests": len(rq), "measured_finished": int(len(fin))}
+        mi = its[its["rate"] == rate]
+        row = {"requests": len(rq), "measured_finished": int(len(fin)),
+               # the policy side: how many iterations, how full, how often prompts were chunked in
+               "iterations_measured": int(len(mi)), "iterations_sim": int(len(res.iterations)),
+               "mean_decode_seqs_measured": float(mi["decode_seqs"].mean()),
+               "mean_decode_seqs_sim": float(res.iterations["decode_seqs"].mean()),
+               "mixed_share_measured": float((mi["prefill_tokens"] > 0).mean()),
+               "mixed_share_sim": float((res.iterations["prefill_tokens"] > 0).mean())}
         for m in ("ttft", "tpot"):
             for p in (50, 99):
                 meas = float(np.nanpercentile(fin[f"{m}_s"], p))
