@@ -26,9 +26,12 @@ def sim(*args: str, check: bool = True, timeout: float = 600, cwd=ROOT) -> subpr
     return proc
 
 
-def python(code: str, *, stdin: bool, tmp_path: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``code`` as a user would: piped to ``python -`` or as a plain script file."""
+def python(code: str, *, stdin, tmp_path: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``code`` as a user would: piped to ``python -``, as a plain script file or ``python -c``."""
     code = textwrap.dedent(code)
+    if stdin == "-c":
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
+                              cwd=tmp_path, timeout=timeout)
     if stdin:
         return subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, env=_env(),
                               cwd=tmp_path, timeout=timeout)
@@ -51,7 +54,7 @@ SMALL_SWEEP = """
 """
 
 
-@pytest.mark.parametrize("stdin", [True, False], ids=["stdin", "script"])
+@pytest.mark.parametrize("stdin", [True, False, "-c"], ids=["stdin", "script", "python-c"])
 def test_sweep_from_a_plain_script_without_main_guard(tmp_path, stdin):
     proc = python(SMALL_SWEEP % "int8", stdin=stdin, tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
