@@ -96,7 +96,8 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(items, desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr)
+        it = tqdm(items, desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr,
+                  mininterval=0.5 if sys.stderr.isatty() else 10.0)
     for t in it:
         r: OpResult = simulate_op(chip, t.op, t.options(options))
         rep = t.repeat
@@ -245,7 +246,11 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
 
     def iteration(seqs, label):
         trace = build_iteration(spec, Iteration(tuple(seqs), label=label), **kw)
-        return run_trace(chip, trace, options, label=label, dtype=dtype, progress=progress, stack=stack_spec)
+        res = run_trace(chip, trace, options, label=label, dtype=dtype, progress=progress and phase != "generate",
+                        stack=stack_spec)
+        for row in res.ops:  # which phase of the run a kernel belongs to (a generate run lists both)
+            row["phase"] = "prefill" if label == "prefill" else ("decode" if label.startswith("decode") else "verify")
+        return res
 
     if phase == "prefill":
         res = iteration([Sequence(prompt_len, past)] * batch, "prefill")
@@ -270,13 +275,23 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     else:
         sample_at = sorted({round(i * (steps - 1) / (GENERATION_SAMPLES - 1)) for i in range(GENERATION_SAMPLES)})
     sampled: dict[int, IterationResult] = {}
-    it = sample_at
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(sample_at, desc="decode steps", unit="step", file=sys.stderr)
-    for s in it:
+        # counts the steps the user asked for: the ones between two sampled steps are
+        # interpolated, so they are done when the later sample is
+        bar = tqdm(total=steps, desc="decode steps", unit="step", file=sys.stderr,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
+    done = 0
+    for s in sample_at:
         sampled[s] = iteration([Sequence(1, start + s)] * batch, f"decode@{start + s}")
+        if bar is not None:
+            bar.update(s + 1 - done)
+            done = s + 1
+    if bar is not None:
+        bar.update(steps - done)
+        bar.close()
     dec_seconds = 0.0
     dec_energy = 0.0
     dec_flops = 0.0
@@ -397,7 +412,7 @@ def cmd_run(args) -> int:
                   tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
                   collective=args.collective,
                   attention=args.attention, stack=args.stack, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
-                  allow_overflow=args.allow_overflow, progress=not args.json and sys.stderr.isatty())
+                  allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False))
     if args.json:
         print(json.dumps(res, default=_json_default))
         return 0
@@ -413,7 +428,8 @@ def cmd_run(args) -> int:
     import pandas as pd
 
     df = pd.DataFrame(res["ops"])
-    top = (df.groupby(["op", "kind", "bound"], as_index=False)[["total_seconds"]].sum()
+    keys_ = (["phase"] if res["phase"] == "generate" else []) + ["op", "kind", "bound"]
+    top = (df.groupby(keys_, as_index=False)[["total_seconds"]].sum()
            .sort_values("total_seconds", ascending=False).head(args.top))
     top["share"] = top["total_seconds"] / df["total_seconds"].sum()
     print("\nbiggest ops:")

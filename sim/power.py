@@ -153,18 +153,28 @@ def op_clock_mhz(chip, result) -> float:
     return float((result.details or {}).get("clock_mhz", chip.clock_mhz))
 
 
+def _mean_clock(clock_s: float, seconds: float, seen: list[float], chip) -> float:
+    """The time-weighted mean clock, kept within the clocks the ops ran at (a sum of
+    products can round a hair above its largest term)."""
+    if seconds <= 0 or not seen:
+        return chip.clock_mhz
+    return min(max(clock_s / seconds, min(seen)), max(seen))
+
+
 def run_power(chip, results) -> dict:
     """Average power, energy and time-weighted clock of a sequence of op results run back
     to back (each with its ``repeat``): ``{'seconds', 'energy_j', 'power_w', 'clock_mhz',
     'tdp_w'}``."""
     seconds = energy = clock_s = 0.0
+    seen: list[float] = []
     for r in results:
         rep = getattr(r, "repeat", 1) or 1
         seconds += r.seconds * rep
         energy += r.energy_pj * 1e-12 * rep
-        clock_s += op_clock_mhz(chip, r) * r.seconds * rep
+        seen.append(op_clock_mhz(chip, r))
+        clock_s += seen[-1] * r.seconds * rep
     return {"seconds": seconds, "energy_j": energy, "power_w": energy / seconds if seconds > 0 else 0.0,
-            "clock_mhz": clock_s / seconds if seconds > 0 else chip.clock_mhz,
+            "clock_mhz": _mean_clock(clock_s, seconds, seen, chip),
             "tdp_w": chip.power.tdp_w if getattr(chip, "power", None) is not None else None}
 
 
@@ -230,6 +240,7 @@ def llm_run_power(chip, model, result: dict, *, phase: str = "prefill", batch: i
         kernels = lambda trace: trace  # noqa: E731
         opts = lambda t: options  # noqa: E731
     seconds = energy = clock_s = 0.0
+    seen: list[float] = []
     for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
                                      precision, parallel, attention):
         for t in kernels(trace):
@@ -239,10 +250,11 @@ def llm_run_power(chip, model, result: dict, *, phase: str = "prefill", batch: i
             w = t.repeat * weight
             seconds += r.seconds * w
             energy += r.energy_pj * 1e-12 * w
-            clock_s += op_clock_mhz(chip, r) * r.seconds * w
+            seen.append(op_clock_mhz(chip, r))
+            clock_s += seen[-1] * r.seconds * w
     tokens = float(result.get("energy_j", 0) / result["energy_per_token_j"]) if result.get("energy_per_token_j") else 0.0
     return {"power_w": energy / seconds if seconds > 0 else 0.0,
-            "clock_mhz": clock_s / seconds if seconds > 0 else chip.clock_mhz,
+            "clock_mhz": _mean_clock(clock_s, seconds, seen, chip),
             "tdp_w": chip.power.tdp_w if getattr(chip, "power", None) is not None else None,
             "seconds": seconds, "energy_j": energy,
             "energy_per_token_j": energy / tokens if tokens else float("nan")}

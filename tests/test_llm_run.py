@@ -260,3 +260,11 @@ def test_runs_report_how_much_of_their_time_was_extrapolated():
     assert big["extrapolated_share"] == pytest.approx(ex_time / sum(o["total_seconds"] for o in rows), rel=1e-12)
     assert 0.0 <= big["unsteady_extrapolated_share"] <= big["extrapolated_share"] <= 1.0
     assert all(o["steady"] is None for o in rows if not o["extrapolated"])
+
+
+def test_generate_rows_say_their_phase_and_progress_counts_the_users_steps(capsys):
+    chip = load_chip("npu_128x128")
+    gen = run_llm(chip, "tiny", phase="generate", batch=1, prompt_len=32, new_tokens=40, progress=True)
+    assert {o["phase"] for o in gen["ops"]} == {"prefill", "decode"}
+    err = capsys.readouterr().err
+    assert "40/40" in err and "9/9" not in err  # the 40 steps asked for, not the 9 simulated
