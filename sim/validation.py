@@ -70,6 +70,11 @@ CUSPARSELT_ROW_MULTIPLE = _EAGER.gemm.sparse_2_4.row_multiple
 TMA_ALIGN_ELEMENTS = _EAGER.gemm.misaligned.align_elements
 
 
+#: the largest value a size column may hold: 2^53, where float64 (how a CSV cell is read)
+#: stops holding every whole number; the ops' own size limits apply on top
+MAX_CASE_DIMENSION = 2**53
+
+
 @dataclass(frozen=True)
 class Case:
     line: int
@@ -161,6 +166,12 @@ def read_cases(path: str | Path) -> list[Case]:
                     bad = True
             elif v <= 0 or v != int(v):
                 problems.append(f"{path}:{ln}: column {col}: must be a positive whole number ({raw!r})")
+                bad = True
+            elif v > MAX_CASE_DIMENSION:
+                # a float this large has lost its integer digits and no op of it could be
+                # simulated: say so at the row, not as "could not be predicted"
+                problems.append(f"{path}:{ln}: column {col}: {raw!r} is larger than any case can be "
+                                f"(at most {MAX_CASE_DIMENSION:,})")
                 bad = True
             values[col] = v
         meas = cell("measured_ms")
@@ -533,7 +544,9 @@ def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1)
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(cases), desc="validate", unit="case", file=sys.stderr)
+        # on a terminal a live bar; in a log (CI, nohup) a line every 10 s, so a long run is never silent
+        bar = tqdm(total=len(cases), desc="validate", unit="case", file=sys.stderr,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
     rows: list[dict[str, Any]] = []
     jobs = max(1, min(int(jobs), len(cases)))
     if jobs == 1:
@@ -642,7 +655,7 @@ def cmd_validate(args) -> int:
     jobs = args.jobs if args.jobs is not None else min(8, os.cpu_count() or 1)
     if jobs < 1:
         raise WorkloadError(f"--jobs must be at least 1 (got {jobs})")
-    df = validate(chip, args.cases, progress=sys.stderr.isatty(), jobs=jobs)
+    df = validate(chip, args.cases, progress=not getattr(args, "quiet", False), jobs=jobs)
     summary = summarize(df)
     summary["chip"] = chip.name
     summary["cases_file"] = str(args.cases)

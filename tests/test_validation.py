@@ -220,3 +220,30 @@ def test_model_ci_subset_stays_within_recorded_thresholds():
         assert got["median_abs_error_pct"] <= lim["median_abs_error_pct"] + margin, group
         assert got["p90_abs_error_pct"] <= lim["p90_abs_error_pct"] + margin, group
         assert abs(got["mean_signed_error_pct"]) <= abs(lim["mean_signed_error_pct"]) + margin, group
+
+
+def test_a_size_beyond_any_case_is_a_row_error(tmp_path):
+    """A 1e30 size is refused at its line and column, not run and reported as unpredictable."""
+    from sim.validation import read_cases
+
+    f = tmp_path / "cases.csv"
+    head = "kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"
+    f.write_text(head + "gemm,bf16,1e30,64,64,,,,,,,,,,,0.1\ngemm,bf16,64,64,64,,,,,,,,,,,0.01\n")
+    with pytest.raises(WorkloadError, match=r"cases.csv:2: column m: '1e30' is larger than any case can be"):
+        read_cases(f)
+
+
+def test_validate_reports_progress_when_stderr_is_not_a_terminal(tmp_path):
+    """A long `sim validate` in a log is never silent; -q keeps it quiet."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "cases.csv"
+    head = "kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"
+    f.write_text(head + "copy,uint8,,,,,,,,,,,,,4096,0.005\n")
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "sim", "validate", "h200_sxm", str(f), "-j", "1", *extra],  # noqa: E731
+                                        capture_output=True, text=True, timeout=300)
+    loud, quiet = run(), run("-q")
+    assert loud.returncode == 0 and quiet.returncode == 0, loud.stderr
+    assert "validate" in loud.stderr and "1/1" in loud.stderr
+    assert "1/1" not in quiet.stderr
