@@ -4,9 +4,16 @@ Public API (everything else is an implementation module; see README "Where thing
 
 * :func:`load_chip` - a chip from ``arch_configs/`` (name) or a YAML path, with ``--set``-style overrides
 * :func:`simulate` / :func:`simulate_gemm` - one op on a chip -> :class:`OpResult`
-* :func:`run_llm` - a model's prefill / decode / generation on a chip -> dict of metrics and ops
+* :func:`run_llm` - a model's prefill / decode / generation on a chip -> dict of metrics and ops,
+  its ops lowered to kernels by the chip's software stack (``stack=``; :mod:`sim.stacks`)
+
+Where things go: a new chip is a YAML file in ``arch_configs/`` (or ``~/.config/sim/arch_configs``);
+a new dataflow a file in ``dataflows/``; a new model a file in ``workloads/``; a new software
+stack a file in ``stacks/`` (:mod:`sim.stacks` lowers ops with it); a new serving scheduler one
+module in ``sim/apps/serving/schedulers/`` registered there.
 * :func:`sweep` - a design-space sweep (YAML spec or dict) -> pandas DataFrame
 * :func:`validate` - predicted vs measured GPU cases -> pandas DataFrame
+* :func:`serve` - request-level serving (SimPy) on a chip -> per-request and per-iteration DataFrames
 * op types: :class:`Gemm`, :class:`Conv2d`, :class:`Attention`, :class:`VectorOp`, :class:`Copy`, :class:`Collective`
 """
 from __future__ import annotations
