@@ -486,8 +486,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = os.environ.get("SIM_DEBUG", "") not in ("", "0")
+    # what a command sets in the environment for itself and its workers is put back after
+    # it, so that main() called in-process (notebooks, tests) leaves no -q or --no-cache behind
+    saved_env = {k: os.environ.get(k) for k in ("SIM_NO_CACHE", "TQDM_DISABLE")}
     _setup_output(args)
-    saved_no_cache = os.environ.get("SIM_NO_CACHE")
     if getattr(args, "no_cache", False):
         os.environ["SIM_NO_CACHE"] = "1"  # an environment variable, so that sweep workers inherit it
     try:
@@ -524,10 +526,11 @@ def main(argv: list[str] | None = None) -> int:
               "for a traceback and please report it)", file=sys.stderr)
         return 3
     finally:
-        if saved_no_cache is None:
-            os.environ.pop("SIM_NO_CACHE", None)
-        else:
-            os.environ["SIM_NO_CACHE"] = saved_no_cache
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 if __name__ == "__main__":  # pragma: no cover

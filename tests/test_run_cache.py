@@ -142,3 +142,12 @@ def test_cli_cache_info_and_clear(cache, capsys):
     assert not list(cache.rglob("*.npz"))
     assert main(["--no-cache", "gemm", "npu_128x128", "--m", "32", "--k", "32", "--n", "32", "--json"]) == 0
     assert not list(cache.rglob("*.npz"))
+
+
+def test_cli_flags_leave_no_environment_behind(cache):
+    """-q and --no-cache set variables for the command (and its workers) only."""
+    from sim.cli import main
+
+    before = {k: os.environ.get(k) for k in ("SIM_NO_CACHE", "TQDM_DISABLE")}
+    assert main(["--no-cache", "gemm", "npu_128x128", "--m", "32", "--k", "32", "--n", "32", "-q"]) == 0
+    assert {k: os.environ.get(k) for k in before} == before
