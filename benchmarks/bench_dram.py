@@ -43,6 +43,7 @@ if str(ROOT) not in sys.path:
 from sim.kernels import dram as K  # noqa: E402
 from sim.kernels.jit import kernel  # noqa: E402
 from sim.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec  # noqa: E402
+from sim.memory.dram import little_window, long_read_stream  # noqa: E402
 
 SIZES = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
          16 << 20, 64 << 20]
@@ -82,12 +83,6 @@ def _fmt_size(n: int) -> str:
         if n >= 1 << k:
             return f"{n >> k} {unit}"
     return f"{n} B"
-
-
-def little_window(p: DramParams) -> int:
-    """2 x peak bytes/ns x unloaded (empty-bank) read latency / access granularity."""
-    return int(round(2 * p.peak_bytes_per_s * 1e-9 * p.closed_form_read_latency_ns("empty")
-                     / p.access_bytes))
 
 
 def devices() -> dict[str, DramParams]:
@@ -199,21 +194,6 @@ def call_cost(p: DramParams, n: int) -> dict:
     return out
 
 
-def chip_stream(p: DramParams, cores: int, per_core: int) -> dict:
-    """A long read stream as the engine's cores make it (as tests/test_dram.py measures
-    it): 64 KiB transfers dealt round-robin to the chip's requesters (count limit), with
-    the chip's requests in flight or a Little's-law window, whichever is larger; more than
-    8 cores folded into 8 requesters with the same total in flight; at least 8 us and 40
-    unloaded latencies long."""
-    r = min(cores, 8)
-    mo = max(per_core * cores, little_window(p)) // r
-    tr = 64 << 10
-    seconds = max(8e-6, 40 * p.closed_form_read_latency_ns("empty") * 1e-9)
-    n = max(int(p.peak_bytes_per_s * seconds), 8 << 20) // tr
-    addrs = np.arange(n, dtype=np.int64) * tr
-    return DramModel(p).stream_multi(addrs, tr, np.arange(n) % r, mo, in_order=False)
-
-
 def speed_bins() -> dict:
     """Stream efficiency of every shipped chip's DRAM across its speed bin (and at 2x)."""
     import sim
@@ -227,7 +207,7 @@ def speed_bins() -> dict:
         rows = []
         for rate in rates:
             q = p.replace(data_rate_gbps_per_pin=rate)
-            res = chip_stream(q, chip.cores.count, chip.memory.dram.max_outstanding_requests_per_core)
+            res = long_read_stream(q, chip.cores.count, chip.memory.dram.max_outstanding_requests_per_core)
             rows.append({"gbps_per_pin": rate, "in_bin": bool(lo <= rate <= hi),
                          "peak_gbps": q.peak_bytes_per_s / 1e9,
                          "bus_peak_gbps": q.bus_peak_bytes_per_s / 1e9,

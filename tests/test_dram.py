@@ -9,6 +9,7 @@ import pytest
 from sim.errors import ConfigError, UnknownNameError
 from sim.kernels import dram as K
 from sim.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec
+from sim.memory.dram import little_window, long_read_stream
 
 DEVICES = list(EXAMPLE_DEVICES)
 PLENTY = 1 << 16          # outstanding requests that cover latency and refresh stalls
@@ -30,12 +31,6 @@ def target_params(name: str, **changes) -> DramParams:
         return params(name, **changes)
     from sim.config.registry import load_chip
     return DramParams.from_spec(load_chip(name).memory.dram, **changes)
-
-
-def little_window(p: DramParams) -> int:
-    """Outstanding access-granularity requests = 2 x peak bytes/ns x unloaded latency / G."""
-    return int(round(2 * p.peak_bytes_per_s * 1e-9 * p.closed_form_read_latency_ns("empty")
-                     / p.access_bytes))
 
 
 def concurrent_streams(p: DramParams, n_streams: int, total: int, window: int, **kw) -> dict:
@@ -627,23 +622,6 @@ def _bin_rates(p: DramParams) -> list[float]:
     return sorted(rates)
 
 
-def _chip_stream(p: DramParams, cores: int, per_core: int) -> dict:
-    """A long read stream as the engine's cores make it: 64 KiB transfers dealt
-    round-robin to the chip's requesters (count limit), with the chip's requests in flight
-    or a Little's-law window at this rate, whichever is larger (the memory's property,
-    not the cores' limit).  More than 8 cores are folded into 8 requesters with the same
-    total in flight (the multi-requester loop costs O(requesters) per chunk).  At least
-    8 us (two tREFI) and 40 unloaded latencies long, so the ramp-up and drain cost at most
-    ~2.5 % (the H200's read latency is 350 ns)."""
-    r = min(cores, 8)
-    mo = max(per_core * cores, little_window(p)) // r
-    tr = 64 << 10
-    seconds = max(8e-6, 40 * p.closed_form_read_latency_ns("empty") * 1e-9)
-    n = max(int(p.peak_bytes_per_s * seconds), 8 << 20) // tr
-    addrs = np.arange(n, dtype=np.int64) * tr
-    return DramModel(p).stream_multi(addrs, tr, np.arange(n) % r, mo, in_order=False)
-
-
 def test_column_timings_scale_with_the_pin_rate_and_core_timings_do_not():
     """tCK = beats per tCK / pin rate; tCCD_S/L, tRRD_S/L and the burst are whole clocks
     (with their ns floors), tRCD/tRP/tCL/tRAS/tRFC stay in ns."""
@@ -722,7 +700,7 @@ def _bin_streams(name: str) -> list[tuple[float, dict]]:
     if name not in _STREAMS:
         chip, p = _chip_dram(name)
         cores, per_core = chip.cores.count, chip.memory.dram.max_outstanding_requests_per_core
-        _STREAMS[name] = [(r, _chip_stream(p.replace(data_rate_gbps_per_pin=r), cores, per_core))
+        _STREAMS[name] = [(r, long_read_stream(p.replace(data_rate_gbps_per_pin=r), cores, per_core))
                           for r in _bin_rates(p)]
     return _STREAMS[name]
 
@@ -738,7 +716,7 @@ def test_long_stream_reaches_85_percent_at_every_rate_of_the_speed_bin(name):
         prev = res["achieved_bytes_per_s"]
 
 
-#: measured with _chip_stream (bin low / chip's rate / bin high, % of the pin peak)
+#: measured with long_read_stream (bin low / chip's rate / bin high, % of the pin peak)
 _ABOVE_95 = {
     "a100_sxm4_80gb": "95.6 / 93.7 / 93.3", "blackwell_b200": "98.6 / 98.1 / 97.5",
     "edge_npu": "99.8 / 99.1", "eyeriss": "98.0 / 98.0", "h100_sxm": "95.7 / 94.6 / 95.4",

@@ -24,7 +24,8 @@ import numpy as np
 from ..errors import ConfigError, ConfigProblem, UnknownNameError
 from ..kernels import dram as K
 
-__all__ = ["DramParams", "DramModel", "EXAMPLE_DEVICES", "example_spec", "DRAM_TECHNOLOGIES",
+__all__ = ["DramParams", "DramModel", "EXAMPLE_DEVICES", "example_spec", "DRAM_TECHNOLOGIES", "little_window",
+           "long_read_stream",
            "DramTechnology", "dram_technology"]
 
 # Attributes every DRAM spec must have (the chip config's DRAM level).
@@ -915,6 +916,31 @@ EXAMPLE_DEVICES: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "write_energy_pj_per_byte": None,
     }),
 })
+
+
+def little_window(p: DramParams) -> int:
+    """Requests (of the access granularity) in flight that keep the memory busy by Little's
+    law: 2 x peak bytes/ns x the unloaded (empty-bank) read latency / granularity."""
+    return int(round(2 * p.peak_bytes_per_s * 1e-9 * p.closed_form_read_latency_ns("empty")
+                     / p.access_bytes))
+
+
+def long_read_stream(p: DramParams, cores: int, per_core: int) -> dict:
+    """A long read stream as the engine's cores make it (what tests/test_dram.py and
+    benchmarks/bench_dram.py measure a memory's stream efficiency with): 64 KiB transfers
+    dealt round-robin to the chip's requesters (count limit), with the chip's requests in
+    flight or a Little's-law window at this rate, whichever is larger (the memory's
+    property, not the cores' limit).  More than 8 cores are folded into 8 requesters with
+    the same total in flight (the multi-requester loop costs O(requesters) per chunk).  At
+    least 8 us (two tREFI) and 40 unloaded latencies long, so the ramp-up and drain cost at
+    most ~2.5 % (the H200's read latency is 350 ns)."""
+    r = min(cores, 8)
+    mo = max(per_core * cores, little_window(p)) // r
+    tr = 64 << 10
+    seconds = max(8e-6, 40 * p.closed_form_read_latency_ns("empty") * 1e-9)
+    n = max(int(p.peak_bytes_per_s * seconds), 8 << 20) // tr
+    addrs = np.arange(n, dtype=np.int64) * tr
+    return DramModel(p).stream_multi(addrs, tr, np.arange(n) % r, mo, in_order=False)
 
 
 def example_spec(name: str) -> SimpleNamespace:
