@@ -3,7 +3,7 @@
 ``arch_configs/``, ``dataflows/``, ``workloads/`` and ``stacks/`` stay at the top of the repository
 (the design card's layout, and what a source checkout reads); a built wheel carries
 copies under ``sim/data/<folder>`` so an installed simulator finds its chips, dataflows
-and models without the repository (``sim.catalog`` looks there first).  Everything else
+and models without the repository (``sim.spec.catalog`` looks there first).  Everything else
 about the build is in pyproject.toml.
 """
 from pathlib import Path

@@ -1,6 +1,6 @@
 """Benchmark of the DRAM timing model: achieved bandwidth and per-call cost.
 
-For the npu_128x128 chip's HBM3 and every example device (sim.memory.dram.EXAMPLE_DEVICES)
+For the npu_128x128 chip's HBM3 and every example device (sim.model.memory.dram.EXAMPLE_DEVICES)
 it prints
 
 * efficiency (achieved / peak bandwidth) of random, size-aligned transfers of 64 B .. 64 MiB
@@ -40,10 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.kernels import dram as K  # noqa: E402
-from sim.kernels.jit import kernel  # noqa: E402
-from sim.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec  # noqa: E402
-from sim.memory.dram import little_window, long_read_stream  # noqa: E402
+from sim.model.kernels import dram as K  # noqa: E402
+from sim.model.kernels.jit import kernel  # noqa: E402
+from sim.model.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec  # noqa: E402
+from sim.model.memory.dram import little_window, long_read_stream  # noqa: E402
 
 SIZES = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
          16 << 20, 64 << 20]
@@ -53,7 +53,7 @@ PLENTY = 1 << 16
 
 
 # cache=False: a cached caller keeps a stale inlined copy of dram_access when only
-# sim/kernels/dram.py changes (Numba does not track cross-module dependencies)
+# sim/model/kernels/dram.py changes (Numba does not track cross-module dependencies)
 @kernel(cache=False)
 def _call_loop(p, state, addrs, sizes, t_ns):
     """The engine's pattern: one dram_access per chunk from compiled code."""
@@ -88,7 +88,7 @@ def _fmt_size(n: int) -> str:
 def devices() -> dict[str, DramParams]:
     out = {}
     try:
-        from sim.config.registry import load_chip
+        from sim.spec.registry import load_chip
         out["npu_128x128"] = DramParams.from_spec(load_chip("npu_128x128").memory.dram)
     except Exception as exc:  # pragma: no cover - the chip config is optional here
         print(f"(npu_128x128 not loaded: {exc})")
@@ -197,7 +197,7 @@ def call_cost(p: DramParams, n: int) -> dict:
 def speed_bins() -> dict:
     """Stream efficiency of every shipped chip's DRAM across its speed bin (and at 2x)."""
     import sim
-    from sim.config.registry import load_chip
+    from sim.spec.registry import load_chip
     out = {}
     for name in sim.list_chips():
         chip = load_chip(name)

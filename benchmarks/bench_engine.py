@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _timed(fn, repeats: int = 3) -> dict:
-    from sim.engine.run import clear_cache
+    from sim.model.engine.run import clear_cache
 
     clear_cache()
     t0 = time.perf_counter()
@@ -45,7 +45,7 @@ def _timed(fn, repeats: int = 3) -> dict:
 
 
 def bench_gemm(chip) -> dict:
-    from sim.api import simulate_gemm
+    from sim.apps.single_op import simulate_gemm
 
     r = simulate_gemm(chip, 2048, 4096, 4096, dtype="bf16")
     out = _timed(lambda: simulate_gemm(chip, 2048, 4096, 4096, dtype="bf16"))
@@ -55,7 +55,7 @@ def bench_gemm(chip) -> dict:
 
 
 def bench_llama8b_prefill(chip) -> dict:
-    from sim.inference import run_llm
+    from sim.apps.inference import run_llm
 
     def go():
         return run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=2048, weight_dtype="fp8")
@@ -68,7 +68,7 @@ def bench_llama8b_prefill(chip) -> dict:
 
 
 def bench_llama70b_generate(chip) -> dict:
-    from sim.inference import run_llm
+    from sim.apps.inference import run_llm
 
     def go():
         return run_llm(chip, "llama3-70b", phase="generate", batch=32, prompt_len=4096, new_tokens=256,
@@ -87,7 +87,7 @@ def bench_memory(chip) -> dict:
     tracemalloc cannot see) next to that of the same process before simulating."""
     rows = []
     script = ("import resource,sys,time;sys.path.insert(0,{root!r})\n"
-              "from sim.config.registry import load_chip\nfrom sim.api import simulate_gemm\n"
+              "from sim.spec.registry import load_chip\nfrom sim.apps.single_op import simulate_gemm\n"
               "chip=load_chip({chip!r});simulate_gemm(chip,64,256,256,dtype='bf16')\n"
               "base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
               "t=time.perf_counter();r=simulate_gemm(chip,{m},4096,4096,dtype='bf16');dt=time.perf_counter()-t\n"
@@ -104,8 +104,8 @@ def bench_memory(chip) -> dict:
 
 def bench_scalesim(python: str, rows: int = 128, cols: int = 128) -> dict:
     """Time SCALE-Sim (an external install) and us on one GEMM layer, same array."""
-    from sim.api import simulate_gemm
-    from sim.config.registry import load_chip
+    from sim.apps.single_op import simulate_gemm
+    from sim.spec.registry import load_chip
 
     layer = (1024, 512, 1024)  # M, K, N: small enough for SCALE-Sim to finish in minutes
     tmp = Path(tempfile.mkdtemp())
@@ -177,7 +177,7 @@ def main() -> int:
     ap.add_argument("--scalesim-python", default=None, help="python of a venv with `scalesim` installed")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "engine.json"))
     args = ap.parse_args()
-    from sim.config.registry import load_chip
+    from sim.spec.registry import load_chip
 
     npu = load_chip("npu_128x128")
     results = {"machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),

@@ -42,7 +42,7 @@ def workload(n: int, rate: float, seed: int = 0):
 def run(chip: str, n: int) -> dict:
     from sim.apps.serving import serve
     from sim.apps.serving.latency import clear_memory_cache
-    from sim.engine.run import clear_cache
+    from sim.model.engine.run import clear_cache
 
     case = CASES[chip]
     reqs = workload(n, case["rate_per_s"])

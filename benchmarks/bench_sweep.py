@@ -38,7 +38,7 @@ def _pick(values: list, k: int) -> list:
 def sampled_spec(spec_path: Path, k: int, dest: Path) -> Path:
     """The spec with every axis cut to ``k`` evenly spaced values (ranges expanded first)."""
     sys.path.insert(0, str(ROOT))
-    from sim.sweep.spec import _axis_values
+    from sim.apps.sweep.spec import _axis_values
 
     data = yaml.safe_load(spec_path.read_text())
     params = {}
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.sample:
             spec = sampled_spec(spec, args.sample, tmp / "sample.yaml")
         sys.path.insert(0, str(ROOT))
-        from sim.sweep import plan
+        from sim.apps.sweep import plan
 
         n = len(plan(spec))
         secs = run(spec, tmp / "out", args.jobs)

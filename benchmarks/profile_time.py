@@ -7,12 +7,12 @@ Each case runs once warm (kernels compiled, nothing memoised, the on-disk run ca
 under cProfile; every function's own time (cProfile's tottime) is charged to the part
 of the simulator its file belongs to:
 
-* ``trace``    - sim/workload (the model's op list)
-* ``lowering`` - sim/engine/lower.py (tile problem and the kernel's arrays)
-* ``mapper``   - sim/mapper and sim/dataflow (candidate search, fold reports)
+* ``trace``    - sim/model/workload (the model's op list)
+* ``lowering`` - sim/model/engine/lower.py (tile problem and the kernel's arrays)
+* ``mapper``   - sim/model/mapper and sim/model/dataflow (candidate search, fold reports)
 * ``engine``   - the compiled event loop ``run_tiled``, DRAM model included (it is
   compiled into the loop, so a profiler cannot tell the two apart)
-* ``assembly`` - sim/engine/run.py, sim/results.py, sim/energy.py (extrapolation,
+* ``assembly`` - sim/model/engine/run.py, sim/ir/results.py, sim/model/cost/energy.py (extrapolation,
   results, energy)
 * ``python``   - everything else (numpy, pydantic, the interpreter)
 
@@ -72,7 +72,7 @@ def _part(filename: str, funcname: str) -> str:
 
 def _run_case(kind: str, chip_name: str, kw: dict, memory: str = "modeled") -> None:
     import sim
-    from sim.engine.lower import Options
+    from sim.model.engine.lower import Options
 
     chip = sim.load_chip(chip_name)
     if kind == "gemm":
@@ -84,7 +84,7 @@ def _run_case(kind: str, chip_name: str, kw: dict, memory: str = "modeled") -> N
 
 
 def _profile(kind: str, chip: str, kw: dict, memory: str = "modeled") -> tuple[float, dict[str, float]]:
-    from sim.engine.run import clear_cache
+    from sim.model.engine.run import clear_cache
 
     clear_cache()
     prof = cProfile.Profile()

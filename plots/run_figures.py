@@ -5,7 +5,7 @@
 * plots/llama3_8b_decode_breakdown.png - where a decode step's time and energy go, by op
   and by memory level.
 
-Simulates through the public API (run_llm) and plots with sim.plotting.  From the
+Simulates through the public API (run_llm) and plots with sim.apps.plotting.  From the
 repository root:  python plots/run_figures.py [--chip npu_128x128] [--model llama3-8b]
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim import energy as E  # noqa: E402
-from sim import plotting  # noqa: E402
-from sim.config.registry import load_chip  # noqa: E402
-from sim.inference import run_llm  # noqa: E402
+import sim.apps.energy_report as ER  # noqa: E402
+import sim.apps.plotting as plotting  # noqa: E402
+from sim.spec.registry import load_chip  # noqa: E402
+from sim.apps.inference import run_llm  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     prefill_kw = dict(phase="prefill", batch=1, prompt_len=2048, dtype="fp8")
     dec = run_llm(chip, args.model, **decode_kw)
     pre = run_llm(chip, args.model, **prefill_kw)
-    comps = E.llm_energy_components_j(chip, args.model, dec, **decode_kw)
+    comps = ER.llm_energy_components_j(chip, args.model, dec, **decode_kw)
     name = args.model.replace("-", "_").replace(".", "_")
     p1 = plotting.roofline(pre["ops"] + dec["ops"], chip, out / f"{name}_roofline.png",
                            title=f"{args.model} (FP8) on {chip.name}: prefill of 2,048 tokens and "

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim import plotting  # noqa: E402
-from sim.store import read_results  # noqa: E402
-from sim.sweep import run_sweep  # noqa: E402
+import sim.apps.plotting as plotting  # noqa: E402
+from sim.apps.store import read_results  # noqa: E402
+from sim.apps.sweep import run_sweep  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,4 @@
 """``python -m sim``: the same front end as the ``sim`` command."""
-from .cli import main
+from sim.cli import main
 
 raise SystemExit(main())

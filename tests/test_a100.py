@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from sim.api import simulate_gemm
-from sim.config.chip import kernel_entry
-from sim.config.registry import load_chip
-from sim.engine.lower import Options, kernel_arrays, lower_op
+from sim.apps.single_op import simulate_gemm
+from sim.spec.chip import kernel_entry
+from sim.spec.registry import load_chip
+from sim.model.engine.lower import Options, kernel_arrays, lower_op
 from sim.errors import ConfigError
-from sim.kernels import engine as K
-from sim.mapper.search import Mapping
+from sim.model.kernels import engine as K
+from sim.model.mapper.search import Mapping
 
 NAME = "a100_sxm4_80gb"
 
@@ -64,7 +64,7 @@ def test_overflowing_kernel_is_reported_at_its_entry():
 
 
 def test_bytes_in_flight_follow_the_kernels_stages(chip):
-    from sim.workload.ops import Gemm
+    from sim.ir.ops import Gemm
 
     prob, info = lower_op(chip, Gemm("g", m=4096, k=4096, n=4096, dtype="bf16"), Options(), chip.cores.count)
     assert prob.inflight_from_stages

@@ -199,7 +199,7 @@ def _mutations(text: str, rng) -> list[str]:
 def test_seeded_mutations_of_every_shipped_config_are_clear_errors(tmp_path, folder):
     import random
 
-    from sim.config.registry import check_files
+    from sim.apps.check import check_files
 
     rng = random.Random(14)
     t0 = time.monotonic()

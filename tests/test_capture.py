@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from sim.workload.llm import Sequence, build_iteration, compare_traces
-from sim.workload.models import load_model_spec
-from sim.workload.ops import Attention, Copy, Gemm, VectorOp
+from sim.model.workload.llm import Sequence, build_iteration, compare_traces
+from sim.model.workload.models import load_model_spec
+from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 
 torch = pytest.importorskip("torch")
 
-from sim.workload.capture import capture_module  # noqa: E402
-from sim.workload.torch_reference import build_reference_model, reference_trace  # noqa: E402
+from sim.model.workload.capture import capture_module  # noqa: E402
+from sim.model.workload.torch_reference import build_reference_model, reference_trace  # noqa: E402
 
 CASES = [  # batch, new, past, logits
     (2, 16, 0, "last"),   # prefill
@@ -136,12 +136,12 @@ def test_embedding_is_a_copy_of_gathered_rows():
 
 def test_core_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import sim.workload.llm, sim.workload.trace_io, sim.workload.capture, sim.workload.models, sim.numerics\n"
-            "from sim.workload.models import load_model_spec\n"
-            "from sim.workload.llm import decode\n"
+            "import sim.model.workload.llm, sim.model.workload.trace_io, sim.model.workload.capture, sim.model.workload.models, sim.model.numerics\n"
+            "from sim.model.workload.models import load_model_spec\n"
+            "from sim.model.workload.llm import decode\n"
             "decode(load_model_spec('tiny'), 1, 10)\n"
             "try:\n"
-            "    sim.numerics.format_error([1.0, 2.0], 'int8')\n"
+            "    sim.model.numerics.format_error([1.0, 2.0], 'int8')\n"
             "except ImportError:\n"
             "    print('lazy')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

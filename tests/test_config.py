@@ -8,11 +8,11 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from sim.config import (
+from sim.apps.check import check_files
+from sim.spec import (
     ChipSpec,
     DramLevel,
     SramLevel,
-    check_files,
     chips_dir,
     list_chips,
     load_chip,
@@ -570,7 +570,7 @@ def test_library_kernel_entries_are_checked(override, key):
 
 
 def test_arrays_that_are_another_path_onto_the_same_units_add_no_area():
-    from sim.energy import area_report
+    from sim.model.cost.energy import area_report
 
     chip = load_chip("h200_sxm")
     shared = [a for a in chip.cores.arrays if a.same_units_as]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.dataflow import ACCESS_FIELDS, conv_report, get_dataflow, scalesim_conv_gemm
+from sim.model.dataflow import ACCESS_FIELDS, conv_report, get_dataflow, scalesim_conv_gemm
 from sim.errors import MappingError, ShapeError
-from sim.reference import direct_conv, simulate_conv
-from sim.workload.ops import Conv2d
+from sim.model.reference import direct_conv, simulate_conv
+from sim.ir.ops import Conv2d
 
 SCALESIM_3_0_0_CONV = [
     ('os', 4, 4, (8, 8, 3, 3, 2, 4, 1), 215, 648, 648, 216, 100.0),
@@ -234,7 +234,7 @@ def test_rs_conv_errors():
         rs.conv_report(ok, 0, 4)
     with pytest.raises(ShapeError, match="one array size"):
         rs.conv_report(ok, np.array([4, 8]), 4)
-    from sim.dataflow import rs_conv_report
+    from sim.model.dataflow import rs_conv_report
     with pytest.raises(MappingError):
         rs_conv_report(get_dataflow("ws"), ok, 4, 4)
 

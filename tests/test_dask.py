@@ -16,7 +16,7 @@ distributed = pytest.importorskip("distributed")
 
 from sim.cli import main  # noqa: E402
 from sim.errors import SimError  # noqa: E402
-from sim.sweep import run_sweep, sweep  # noqa: E402
+from sim.apps.sweep import run_sweep, sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Closed-form dataflow models (sim.dataflow) against independent truth.
+"""Closed-form dataflow models (sim.model.dataflow) against independent truth.
 
 * SCALE-Sim 3.0.0 itself: the table below was produced by running PyPI ``scalesim==3.0.0``
   (CALC bandwidth mode, 4 MiB SRAMs, so no stalls) on every listed GEMM and reading its
@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pytest
 
-from sim.config.dataflow_spec import DataflowSpec
-from sim.dataflow import (
+from sim.spec.dataflow_spec import DataflowSpec
+from sim.model.dataflow import (
     ACCESS_FIELDS,
     FoldReport,
     RowStationaryDataflow,

@@ -1,4 +1,4 @@
-"""Tests of the off-chip DRAM timing model (sim.kernels.dram, sim.memory.dram)."""
+"""Tests of the off-chip DRAM timing model (sim.model.kernels.dram, sim.model.memory.dram)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError, UnknownNameError
-from sim.kernels import dram as K
-from sim.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec
-from sim.memory.dram import little_window, long_read_stream
+from sim.model.kernels import dram as K
+from sim.model.memory import EXAMPLE_DEVICES, DramModel, DramParams, example_spec
+from sim.model.memory.dram import little_window, long_read_stream
 
 DEVICES = list(EXAMPLE_DEVICES)
 PLENTY = 1 << 16          # outstanding requests that cover latency and refresh stalls
@@ -29,7 +29,7 @@ def target_params(name: str, **changes) -> DramParams:
     """An example device, or the DRAM of a chip in arch_configs/ (``npu_128x128``)."""
     if name in EXAMPLE_DEVICES:
         return params(name, **changes)
-    from sim.config.registry import load_chip
+    from sim.spec.registry import load_chip
     return DramParams.from_spec(load_chip(name).memory.dram, **changes)
 
 
@@ -96,10 +96,10 @@ def test_from_spec_reports_missing_and_invalid_attributes():
 
 
 def test_from_spec_accepts_the_chip_config_dram_level():
-    chip = pytest.importorskip("sim.config.chip")
+    chip = pytest.importorskip("sim.spec.chip")
     level_cls = getattr(chip, "DramLevel", None)
     if level_cls is None:
-        pytest.skip("sim.config.chip has no DramLevel")
+        pytest.skip("sim.spec.chip has no DramLevel")
     data = {k: v for k, v in EXAMPLE_DEVICES["hbm3_16gb_8hi"].items() if k in level_cls.model_fields}
     data["kind"] = "dram"
     level = level_cls.model_validate(data)
@@ -599,11 +599,11 @@ def test_physical_sanity_of_the_reordered_schedule(name):
 
 
 # --------------------------------------------------------------- speed bins (tCK timings)
-from sim.memory.dram import DRAM_TECHNOLOGIES, dram_technology  # noqa: E402
+from sim.model.memory.dram import DRAM_TECHNOLOGIES, dram_technology  # noqa: E402
 
 
 def _chip_dram(name: str):
-    from sim.config.registry import load_chip
+    from sim.spec.registry import load_chip
     chip = load_chip(name)
     return chip, DramParams.from_spec(chip.memory.dram)
 
@@ -664,7 +664,7 @@ def test_unknown_technology_is_a_config_error_listing_the_valid_ones():
         params("hbm3_16gb_8hi", technology="HBM4X")
     msg = str(e.value)
     assert "HBM4X" in msg and all(t in msg for t in DRAM_TECHNOLOGIES)
-    from sim.config.registry import load_chip
+    from sim.spec.registry import load_chip
     with pytest.raises(ConfigError) as e:
         load_chip("npu_128x128", ["memory.levels.hbm.technology=HBM4X"])
     assert "HBM4X" in str(e.value) and "HBM3E" in str(e.value)

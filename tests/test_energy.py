@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from sim import energy as E
-from sim.config.registry import load_chip
-from sim.inference import run_llm
+import sim.apps.energy_report as ER
+import sim.model.cost.energy as E
+from sim.spec.registry import load_chip
+from sim.apps.inference import run_llm
 
 RUN = dict(phase="decode", batch=2, context_len=64)
 
@@ -76,7 +77,7 @@ def test_area_per_mac_and_per_mib():
 
 
 def test_energy_by_component_adds_up(chip, run):
-    comps = E.llm_energy_components_j(chip, "tiny", run, **RUN)
+    comps = ER.llm_energy_components_j(chip, "tiny", run, **RUN)
     assert {"mac", "vmem", "hbm", "noc"} <= set(comps)
     assert sum(comps.values()) == pytest.approx(run["energy_j"], rel=1e-12)
     assert all(v >= 0 for v in comps.values())
@@ -89,7 +90,7 @@ def test_per_op_per_token_and_per_design_point(chip, run):
     assert list(table["energy_j"]) == sorted(table["energy_j"], reverse=True)
     tokens = E.tokens_of(run)
     assert tokens == pytest.approx(RUN["batch"])  # one new token per sequence
-    comps = E.llm_energy_components_j(chip, "tiny", run, **RUN)
+    comps = ER.llm_energy_components_j(chip, "tiny", run, **RUN)
     m = E.design_point_metrics(chip, run, comps)
     assert m["power_w"] == pytest.approx(run["energy_j"] / run["seconds"])
     assert m["tokens_per_s_per_w"] == pytest.approx(run["tokens_per_s"] / m["power_w"])
@@ -102,18 +103,18 @@ def test_per_op_per_token_and_per_design_point(chip, run):
 def test_rebuilt_split_matches_energy_breakdown_rows(chip, run):
     """If run_llm's op rows carry energy_breakdown_pj, they are used as is; the split must
     agree with the one rebuilt from the memoised op results."""
-    from sim.engine.lower import Options
-    from sim.engine.run import simulate_op
-    from sim.workload.llm import decode
-    from sim.workload.models import load_model_spec
+    from sim.model.engine.lower import Options
+    from sim.model.engine.simulate import simulate_op
+    from sim.model.workload.llm import decode
+    from sim.model.workload.models import load_model_spec
 
     trace = decode(load_model_spec("tiny"), RUN["batch"], RUN["context_len"])
     rows = []
     for t in trace:
         r = simulate_op(chip, t.op, Options())
         rows.append({"repeat": t.repeat, "energy_breakdown_pj": r.energy_breakdown_pj})
-    a = E.llm_energy_components_j(chip, "tiny", run, **RUN)
-    b = E.llm_energy_components_j(chip, "tiny", {**run, "ops": rows}, **RUN)
+    a = ER.llm_energy_components_j(chip, "tiny", run, **RUN)
+    b = ER.llm_energy_components_j(chip, "tiny", {**run, "ops": rows}, **RUN)
     assert set(a) == set(b)
     for k in a:
         assert a[k] == pytest.approx(b[k], rel=1e-9)

@@ -8,15 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from sim.api import simulate, simulate_gemm
-from sim.config.registry import load_chip
-from sim.dataflow import get_dataflow
-from sim.engine import run as R
-from sim.engine.lower import Options, lower_op, memory_budget
+from sim.apps.single_op import simulate, simulate_gemm
+from sim.spec.registry import load_chip
+from sim.model.dataflow import get_dataflow
+from sim.model.engine import run as R
+from sim.model.engine.lower import Options, lower_op, memory_budget
+from sim.model.engine.simulate import simulate_op
 from sim.errors import MappingError, ShapeError
-from sim.kernels import engine as K
-from sim.mapper.search import block_traffic, search
-from sim.workload.ops import Attention, Copy, Gemm, VectorOp
+from sim.model.kernels import engine as K
+from sim.model.mapper.search import block_traffic, search
+from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 
 RNG = np.random.default_rng(20261130)
 SHAPES = [(4, 4, 4), (17, 33, 9), (100, 70, 300), (128, 384, 128), (1, 1000, 37), (512, 64, 65)]
@@ -45,7 +46,7 @@ def test_ideal_cycles_equal_scalesim(ss_chip, df, m, k, n):
 def test_ideal_cycles_match_pe_reference(df):
     """On a tiny array the engine's stall-free count is the PE-level reference's duration
     minus SCALE-Sim's one-cycle convention, for random shapes."""
-    from sim.reference import simulate_gemm as pe_sim
+    from sim.model.reference import simulate_gemm as pe_sim
 
     chip = load_chip("scalesim_32x32", overrides=["cores.arrays.0.rows=4", "cores.arrays.0.cols=3"])
     rng = np.random.default_rng(7)
@@ -253,8 +254,8 @@ def test_fast_fidelity_stays_close_to_high():
     chip = load_chip("npu_128x128")
     op = Gemm("lm_head", 16, 4096, 128256, dtype="fp8_e4m3")
     R.clear_cache()
-    high = R.simulate_op(chip, op, Options(fidelity="high"))
-    fast = R.simulate_op(chip, op, Options(fidelity="fast"))
+    high = simulate_op(chip, op, Options(fidelity="high"))
+    fast = simulate_op(chip, op, Options(fidelity="fast"))
     assert fast.details["extrapolated"] is not None and fast.details["extrapolated"]["steady"] is None
     assert fast.cycles >= fast.roofline_cycles
     assert abs(fast.cycles / high.cycles - 1) < 0.10, (fast.cycles, high.cycles)
@@ -291,7 +292,7 @@ def test_sparsity_closed_form(units, m, k, n):
 def test_sparse_weights_move_their_bytes():
     """Modelled memory: 2:4 weights move half the values plus 2-bit indices; unstructured
     zeros are stored densely, so traffic and time equal the dense GEMM's."""
-    from sim.dtypes import sparse_2_4_bytes
+    from sim.spec.dtypes import sparse_2_4_bytes
 
     chip = load_chip("npu_128x128")
     dense = simulate_gemm(chip, 4, 4096, 4096, dtype="int8")

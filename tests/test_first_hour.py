@@ -212,7 +212,7 @@ def test_results_dataframe_takes_run_llm_ops_and_op_results():
 
 
 def test_one_number_format_in_tables():
-    from sim.results import format_number
+    from sim.ir.results import format_number
 
     assert format_number(97_500_000.0) == "97,500,000"
     assert format_number(642747) == "642,747"
@@ -287,7 +287,7 @@ def test_compiling_notice_before_the_first_compile_only(tmp_path):
     assert notice(*gemm, "-q", cache=cold) == ""
     assert notice("list", "chips", cache=cold) == ""  # nothing to compile
     # a cache folder holding compiled kernels: silent
-    from sim.kernels.jit import kernel_source_hash
+    from sim.model.kernels.jit import kernel_source_hash
 
     warm = tmp_path / "warm"
     (warm / kernel_source_hash() / "x").mkdir(parents=True)
@@ -297,8 +297,8 @@ def test_compiling_notice_before_the_first_compile_only(tmp_path):
 
 def test_model_set_in_a_sweep_workload(tmp_path):
     from sim.errors import ConfigError
-    from sim.sweep.plan import expand
-    from sim.sweep.run import load_spec
+    from sim.apps.sweep.plan import expand
+    from sim.apps.sweep.run import load_spec
 
     spec = {"name": "ms", "chip": "npu_128x128",
             "workloads": [{"name": "long", "model": "tiny", "phase": "decode", "context_len": 4000,

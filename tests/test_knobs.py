@@ -41,9 +41,9 @@ import math
 import pytest
 
 import sim
-from sim.api import simulate
-from sim.config.registry import load_chip
-from sim.workload.ops import Copy, Gemm, VectorOp
+from sim.apps.single_op import simulate
+from sim.spec.registry import load_chip
+from sim.ir.ops import Copy, Gemm, VectorOp
 
 CHIPS = sim.list_chips()
 _CACHE: dict = {}

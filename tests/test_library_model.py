@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.config.registry import load_chip
-from sim.engine.lower import Options, lower_op
-from sim.engine.run import simulate_op
-from sim.mapper.compute import choose_array, gemm_step_cycles, gemm_tile_cycles
-from sim.mapper.search import pipeline_stages
-from sim.dataflow import get_dataflow
-from sim.validation import _sdpa_ops
-from sim.workload.ops import Attention, Gemm
+from sim.spec.registry import load_chip
+from sim.model.engine.lower import Options, lower_op
+from sim.model.engine.simulate import simulate_op
+from sim.model.mapper.compute import choose_array, gemm_step_cycles, gemm_tile_cycles
+from sim.model.mapper.search import pipeline_stages
+from sim.model.dataflow import get_dataflow
+from sim.apps.validation import _sdpa_ops
+from sim.ir.ops import Attention, Gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 STATS = ROOT / "validation" / "measurements" / "h200_case_stats.csv"
@@ -154,7 +154,7 @@ def test_edge_tiles_compute_the_whole_tile(h200):
     full padded tile at the 2:4 units' measured rate (1.38x dense), so the 47 k-steps take
     what the stored measurement shows (25.5 us, launch included); without padding the
     model would compute 48 of the 256 rows and be three times too fast."""
-    from sim.validation import CUSPARSELT_TILES, Case, predict
+    from sim.apps.validation import CUSPARSELT_TILES, Case, predict
 
     case = Case(0, "gemm", "bf16_2:4", {"m": 48, "k": 3008, "n": 128}, 0.025536)
     padded = predict(h200, case)["predicted_ms"]
@@ -175,7 +175,7 @@ def test_edge_tiles_compute_the_whole_tile(h200):
 def test_one_cta_int8_kernel_matches_its_microbenchmark(h200):
     """The sm80 path keeps 32 KiB in flight per SM (cp.async, array_outstanding_requests):
     the one-CTA int8 CUTLASS GEMMs of h200_micro_kstep.csv land within 10 % of measured."""
-    from sim.validation import predict, read_cases
+    from sim.apps.validation import predict, read_cases
 
     cases = [c for c in read_cases(ROOT / "validation" / "measurements" / "h200_micro_kstep.csv") if c.dtype == "int8"]
     assert len(cases) == 4
@@ -282,7 +282,7 @@ def test_unaligned_large_memcpy_pays_its_tail(h200):
     """A cudaMemcpy over 1 MiB whose size is not a whole number of 4 KiB pages costs the
     microbenchmarked 2.5 us more (h200_micro_copy_align_stats.csv); smaller or aligned
     copies do not."""
-    from sim.validation import Case, predict
+    from sim.apps.validation import Case, predict
 
     def ms(nbytes):
         return predict(h200, Case(0, "copy", "uint8", {"bytes": nbytes}, None))["predicted_ms"]
@@ -301,7 +301,7 @@ def test_misaligned_gemms_run_the_element_aligned_paths(h200):
     element-aligned loads: align2 for even strides, align1 for odd ones (kernel names in
     h200_micro_misaligned_stats.csv). Their rates come from the largest of those cases, so
     the model reproduces those within a few percent, and an aligned GEMM stays on wgmma."""
-    from sim.validation import Case, _gemm_ops, predict
+    from sim.apps.validation import Case, _gemm_ops, predict
 
     stats = ROOT / "validation" / "measurements" / "h200_micro_misaligned_stats.csv"
     rows = {(int(float(r["m"])), int(float(r["k"])), int(float(r["n"]))): r for r in csv.DictReader(stats.open())}

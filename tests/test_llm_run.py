@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from sim.config.registry import load_chip, list_chips
+from sim.spec.registry import load_chip, list_chips
 from sim.errors import WorkloadError
-from sim.inference import run_llm
-from sim.workload.llm import kv_cache_bytes
-from sim.workload.models import load_model_spec
+from sim.apps.inference import run_llm
+from sim.model.workload.llm import kv_cache_bytes
+from sim.model.workload.models import load_model_spec
 
 # h200_sxm with its HBM slowed to 3.35 TB/s (the textbook number; the H200 holds the 141 GB
 # of FP16 weights that an 80 GB H100 could not)
@@ -80,7 +80,7 @@ def test_prefill_compute_bound_decode_memory_bound(chip_name):
 
 
 def test_default_format_is_one_the_chip_computes():
-    from sim.inference import default_dtype
+    from sim.apps.inference import default_dtype
 
     assert default_dtype(load_chip("h200_sxm")) == "bf16"
     assert default_dtype(load_chip("tpu_v1")) == "int8"      # int8-only MXU
@@ -88,7 +88,7 @@ def test_default_format_is_one_the_chip_computes():
     assert res["precision"]["dtype"] == "int8" and res["precision"]["kv_dtype"] == "int8"
     assert all(o["kind"] != "gemm" or o["flops"] > 0 for o in res["ops"])
     # an int8-only chip keeps 8-bit tensors between its GEMMs (TPU v1's Unified Buffer)
-    from sim.workload.llm import Precision, build_iteration, Iteration, Sequence
+    from sim.model.workload.llm import Precision, build_iteration, Iteration, Sequence
 
     trace = build_iteration(load_model_spec("tiny"), Iteration((Sequence(8, 0),)),
                             precision=Precision(dtype="int8", vector_dtype="int8", kv_dtype="int8",
@@ -106,8 +106,8 @@ def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
     and with their real traffic on COMPUTE_BOUND_PREFILL."""
     import dataclasses
 
-    from sim.api import simulate
-    from sim.workload.llm import decode, prefill
+    from sim.apps.single_op import simulate
+    from sim.model.workload.llm import decode, prefill
 
     chip = load_chip(chip_name)
     classes = {k for a in chip.cores.arrays for k in a.macs_per_pe_per_cycle}
@@ -181,7 +181,7 @@ def test_attention_lowering_per_chip_or_by_flag():
 def test_energy_split_rebuilds_the_run_with_its_own_formats():
     """A generate run's energy split rebuilds its ops with the formats the run resolved:
     on an int8-only chip that is int8 throughout, not the bf16 default."""
-    from sim.energy import llm_energy_components_j
+    from sim.apps.energy_report import llm_energy_components_j
 
     chip = load_chip("tpu_v1")
     res = run_llm(chip, "tiny", phase="generate", batch=2, prompt_len=64, new_tokens=4)
@@ -199,8 +199,8 @@ def test_collective_cost_closed_form(collective, algorithm, p):
     one hop."""
     import math
 
-    from sim.engine.run import collective_seconds
-    from sim.workload.ops import Collective
+    from sim.model.engine.run import collective_seconds
+    from sim.ir.ops import Collective
 
     chip = load_chip("h200_sxm")
     b = 64 << 20

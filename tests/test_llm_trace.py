@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from sim.dtypes import get_format
+from sim.spec.dtypes import get_format
 from sim.errors import WorkloadError
-from sim.workload.llm import (Iteration, Parallelism, Precision, Sequence, Trace, build_iteration,
+from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, Trace, build_iteration,
                               compare_traces, decode, expert_token_counts, kv_cache_bytes, prefill,
                               speculative_verify, stage_layers, weight_bytes)
-from sim.workload.models import load_model_spec
-from sim.workload.ops import Attention, Collective, Copy, Gemm, VectorOp
+from sim.model.workload.models import load_model_spec
+from sim.ir.ops import Attention, Collective, Copy, Gemm, VectorOp
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sim.errors import UnknownNameError  # noqa: E402
-from sim.numerics import (E2M1_GRID, format_error, format_error_table, mx_shared_scale,  # noqa: E402
+from sim.model.numerics import (E2M1_GRID, format_error, format_error_table, mx_shared_scale,  # noqa: E402
                           quantize, round_to_float_grid)
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from sim import catalog, list_chips
-from sim.config.registry import load_chip
-from sim.workload.models import list_models
+import sim.spec.catalog as catalog
+from sim import list_chips
+from sim.spec.registry import load_chip
+from sim.model.workload.models import list_models
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,8 +46,8 @@ def _run_outside(site: Path, tmp_path: Path, *args: str) -> subprocess.Completed
 
 def test_wheel_ships_chips_dataflows_and_models(installed_wheel, tmp_path):
     probe = _run_outside(installed_wheel, tmp_path, "-c",
-                         "import sim, json; from sim import catalog; from sim.workload.models import list_models; "
-                         "from sim.dataflow import list_dataflows; print(json.dumps([sim.__file__, "
+                         "import sim, json; import sim.spec.catalog as catalog; from sim.model.workload.models import list_models; "
+                         "from sim.model.dataflow import list_dataflows; print(json.dumps([sim.__file__, "
                          "str(catalog.shipped_dir('chips')), sim.list_chips(), list_models(), list_dataflows()]))")
     assert probe.returncode == 0, probe.stderr
     import json

@@ -1,17 +1,17 @@
-"""The PE-level reference simulator (sim.reference) against A@B, and the closed forms against it.
+"""The PE-level reference simulator (sim.model.reference) against A@B, and the closed forms against it.
 
 The reference moves every operand PE to PE, cycle by cycle, with real numbers; the closed
-forms in sim.dataflow must reproduce its cycle count, fold count and every access count.
+forms in sim.model.dataflow must reproduce its cycle count, fold count and every access count.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sim.config.dataflow_spec import DataflowSpec
-from sim.dataflow import ACCESS_FIELDS, get_dataflow
+from sim.spec.dataflow_spec import DataflowSpec
+from sim.model.dataflow import ACCESS_FIELDS, get_dataflow
 from sim.errors import ShapeError
-from sim.reference import simulate_gemm
+from sim.model.reference import simulate_gemm
 
 CONFIGS = [("os", {}), ("ws", {}), ("is", {}),
            ("rs", {"row_length": 1}), ("rs", {"row_length": 2}), ("rs", {"row_length": 3})]

@@ -6,12 +6,12 @@ import textwrap
 
 import pytest
 
-from sim import plotting as P
+import sim.apps.plotting as P
 from sim.cli import main
-from sim.config.registry import load_chip
-from sim.energy import llm_energy_components_j
-from sim.inference import run_llm
-from sim.results import _json_default
+from sim.spec.registry import load_chip
+from sim.apps.energy_report import llm_energy_components_j
+from sim.apps.inference import run_llm
+from sim.ir.results import _json_default
 
 RUN = dict(phase="decode", batch=2, context_len=64)
 
@@ -43,7 +43,7 @@ def run():
 
 @pytest.fixture(scope="module")
 def sweep_df(tmp_path_factory):
-    from sim.sweep import run_sweep
+    from sim.apps.sweep import run_sweep
 
     d = tmp_path_factory.mktemp("sw")
     spec = d / "s.yaml"

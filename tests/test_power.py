@@ -1,4 +1,4 @@
-"""Clocks from power (sim/power.py): the voltage-frequency relation, energies at a clock's
+"""Clocks from power (sim/model/cost/power.py): the voltage-frequency relation, energies at a clock's
 voltage, the DVFS clock under the board limit, the calibration against the H200's
 sustained-matmul microbenchmark, and average power of LLM runs against each GPU's TDP."""
 from __future__ import annotations
@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from sim import energy as E
-from sim import power as PW
-from sim.config.registry import load_chip
-from sim.engine.run import simulate_op
+import sim.model.cost.energy as E
+import sim.apps.energy_report as ER
+import sim.model.cost.power as PW
+import sim.model.engine.dvfs as DV
+from sim.spec.registry import load_chip
+from sim.model.engine.simulate import simulate_op
 from sim.errors import ConfigError
-from sim.inference import run_llm
-from sim.workload.ops import Gemm
+from sim.apps.inference import run_llm
+from sim.ir.ops import Gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 MEAS = ROOT / "validation" / "measurements"
@@ -71,12 +73,12 @@ def test_dvfs_runs_a_compute_bound_gemm_at_the_highest_clock_that_fits():
     chip = dvfs_chip("h200_sxm")
     pw = chip.power
     op = Gemm("g", m=4096, k=4096, n=4096, dtype="bf16")
-    f, r, p, limited = PW.dvfs_clock(chip, op)
+    f, r, p, limited = DV.dvfs_clock(chip, op)
     assert not limited
     assert pw.min_clock_mhz < f < pw.boost_clock_mhz
     assert p <= pw.tdp_w * (1 + PW.POWER_TOLERANCE)
     # one grid step higher is above the limit
-    _, p_up = PW.power_at(chip, op, None, f + pw.clock_step_mhz)
+    _, p_up = DV.power_at(chip, op, None, f + pw.clock_step_mhz)
     assert p_up > pw.tdp_w * (1 + PW.POWER_TOLERANCE)
     # the result reports the clock, and its cycles are at the chip's nominal clock
     res = simulate_op(chip, op)
@@ -99,7 +101,7 @@ def test_calibration_is_what_the_sustained_microbenchmark_gives():
     rate = float(_micro("sustained_matmul_bf16")["value"]) * 1e12
     clock = float(_micro("sm_clock_load")["value"])
     power = float(_micro("power_load")["value"])
-    e = PW.calibrate_array_cycle_pj(chip, Gemm("gemm", m=8192, k=8192, n=8192, dtype="bf16"), "tensor_cores",
+    e = DV.calibrate_array_cycle_pj(chip, Gemm("gemm", m=8192, k=8192, n=8192, dtype="bf16"), "tensor_cores",
                                     clock, power, rate)
     assert chip.energy.array_pe_cycle_pj["tensor_cores"] == pytest.approx(e, rel=0.005)
 
@@ -118,7 +120,7 @@ def test_derived_clock_reproduces_the_20s_sustained_matmul():
                  if r["row_type"] == "smi" and float(r["t_start_s"]) - t0 >= 5.0)
     clock = smi[len(smi) // 2]
     chip = dvfs_chip("h200_sxm")
-    f, r, p, _ = PW.dvfs_clock(chip, Gemm("gemm", m=8192, k=8192, n=8192, dtype="bf16"))
+    f, r, p, _ = DV.dvfs_clock(chip, Gemm("gemm", m=8192, k=8192, n=8192, dtype="bf16"))
     assert abs(f / clock - 1) < 0.05, (f, clock)
     assert abs(r.flops / r.seconds / 1e12 / tflops - 1) < 0.05, (r.flops / r.seconds / 1e12, tflops)
     assert p <= chip.power.tdp_w * (1 + PW.POWER_TOLERANCE)
@@ -135,7 +137,7 @@ def test_no_gpu_run_averages_above_its_tdp(name, phase):
     kw = dict(phase=phase, batch=1, prompt_len=2048) if phase == "prefill" else dict(
         phase=phase, batch=16, context_len=2048)
     res = run_llm(chip, "llama3-8b", **kw)
-    rep = PW.llm_run_power(chip, "llama3-8b", res, **kw)
+    rep = ER.llm_run_power(chip, "llama3-8b", res, **kw)
     assert rep["seconds"] == pytest.approx(res["seconds"], rel=1e-6)
     assert rep["energy_j"] == pytest.approx(res["energy_j"], rel=1e-6)
     assert rep["power_w"] <= chip.power.tdp_w * (1 + PW.POWER_TOLERANCE)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim.engine import run as R
-from sim.engine import run_cache
-from sim.kernels import engine as K
+from sim.model.engine import run as R
+from sim.model.engine import run_cache
+from sim.model.kernels import engine as K
 
 REPO = Path(__file__).resolve().parents[1]
 

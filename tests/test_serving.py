@@ -20,7 +20,7 @@ CHIP, MODEL = "npu_128x128", "tiny"
 
 @pytest.fixture(scope="module")
 def chip():
-    from sim.config.registry import load_chip
+    from sim.spec.registry import load_chip
 
     return load_chip(CHIP)
 
@@ -101,7 +101,7 @@ def test_more_replicas_never_raise_latency(chip):
 
 
 def test_disaggregated_transfer_time_is_bytes_over_bandwidth(chip):
-    from sim.workload.models import load_model_spec
+    from sim.model.workload.models import load_model_spec
 
     r = _run(chip, scheduler="disaggregated", replicas=2, kv_link_gb_per_s=1.0, kv_link_latency_s=1e-5)
     req = r.requests
@@ -163,7 +163,7 @@ def test_interpolation_error_vs_exact_iterations(chip):
     assert np.mean(errs) < 0.06
     # grid points themselves are exact: a decode batch at a grid batch and context
     from sim.apps.serving.latency import LatencyModel
-    from sim.workload.models import load_model_spec
+    from sim.model.workload.models import load_model_spec
 
     lm = LatencyModel(chip, load_model_spec(MODEL), cache_dir=False)
     # (grid points sit at key lengths = cached + new tokens of 2^k and 1.5 x 2^k)
@@ -173,7 +173,7 @@ def test_interpolation_error_vs_exact_iterations(chip):
 
 def test_latency_table_is_cached_on_disk(chip, tmp_path):
     from sim.apps.serving.latency import LatencyModel, clear_memory_cache
-    from sim.workload.models import load_model_spec
+    from sim.model.workload.models import load_model_spec
 
     spec = load_model_spec(MODEL)
     clear_memory_cache()
@@ -346,8 +346,8 @@ def test_h200_decode_iterations_stay_within_measured_band():
     from pathlib import Path
 
     from sim.apps.serving.latency import LatencyModel
-    from sim.config.registry import load_chip
-    from sim.workload.models import load_model_spec
+    from sim.spec.registry import load_chip
+    from sim.model.workload.models import load_model_spec
 
     d = Path(__file__).resolve().parents[1] / "validation" / "measurements" / "serving"
     band = json.loads((d / "thresholds.json").read_text())["decode_batch1_rel_error"]

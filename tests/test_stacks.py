@@ -6,15 +6,15 @@ import json
 import pytest
 
 import sim
-from sim.config.model_spec import ModelSpec
-from sim.engine.lower import Options
-from sim.engine.run import simulate_op
+from sim.spec.model_spec import ModelSpec
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
 from sim.errors import MappingError, UnknownNameError
-from sim.inference import run_llm, run_trace
-from sim.stacks import chip_stack, kernels, list_stacks, load_stack, lower_trace
-from sim.validation import Case, case_kernels, predict
-from sim.workload.llm import Iteration, Sequence, build_iteration
-from sim.workload.ops import Attention, Gemm, VectorOp
+from sim.apps.inference import run_llm, run_trace
+from sim.model.stacks import chip_stack, kernels, list_stacks, load_stack, lower_trace
+from sim.apps.validation import Case, case_kernels, predict
+from sim.model.workload.llm import Iteration, Sequence, build_iteration
+from sim.ir.ops import Attention, Gemm, VectorOp
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.store import ResultStore, StoreError, content_hash, export_csv, read_results, simulator_version
-from sim.sweep import run_sweep, sweep
+from sim.apps.store import ResultStore, StoreError, content_hash, export_csv, read_results, simulator_version
+from sim.apps.sweep import run_sweep, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import sim.sweep as sweep_mod
+import sim.apps.sweep as sweep_mod
 from sim.cli import main
 from sim.errors import ConfigError, SimError
-from sim.sweep import load_sweep_spec, pareto_front, plan, run_sweep, sweep
-from sim.sweep.spec import _expand_range
+from sim.apps.sweep import load_sweep_spec, pareto_front, plan, run_sweep, sweep
+from sim.apps.sweep.spec import _expand_range
 
 TINY = """\
 name: tiny-sweep
@@ -140,9 +140,12 @@ def test_invalid_workload_value_names_parameter(tmp_path):
     assert "parameter workload.batch = 0" in df["error"].iloc[0]
 
 
-def test_sweep_python_api_columns_and_module_call(tmp_path):
+def test_sweep_python_api_columns_and_facade_call(tmp_path):
     p = write(tmp_path, TINY)
-    df = sweep_mod(p, jobs=1, progress=False)  # the module itself is callable: sim.sweep(...)
+    import sim
+
+    assert not callable(sweep_mod), "the sweep package and the facade's sim.sweep() no longer share a name"
+    df = sim.sweep(p, jobs=1, progress=False)
     assert list(df["point"]) == [0, 1, 2, 3]
     cols = list(df.columns)
     assert cols[:5] == ["point", "workload", "chip", "cores.arrays.0.rows", "memory.levels.hbm.data_rate_gbps_per_pin"]
@@ -253,7 +256,7 @@ def test_progress_bar_has_rate_and_eta(tmp_path, capsys):
 
 
 def test_spec_from_dict_and_model():
-    from sim.sweep import SweepSpec
+    from sim.apps.sweep import SweepSpec
 
     d = {"chip": "npu_128x128", "set": ["clock_mhz=900"], "workloads": [{"kind": "gemm", "m": 32, "k": 64, "n": 64}],
          "parameters": {"cores.count": [1, 2]}}

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from sim.errors import WorkloadError
-from sim.workload.llm import Parallelism, Precision, Sequence, Trace, TraceOp, build_iteration, decode
-from sim.workload.models import load_model_spec
-from sim.workload.ops import Conv2d, Copy, Gemm, VectorOp
-from sim.workload.trace_io import read_trace, write_trace
+from sim.model.workload.llm import Parallelism, Precision, Sequence, Trace, TraceOp, build_iteration, decode
+from sim.model.workload.models import load_model_spec
+from sim.ir.ops import Conv2d, Copy, Gemm, VectorOp
+from sim.model.workload.trace_io import read_trace, write_trace
 
 
 def _traces():

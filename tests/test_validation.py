@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.config.registry import load_chip
+from sim.spec.registry import load_chip
 from sim.errors import WorkloadError
-from sim.validation import read_cases, summarize, validate
+from sim.apps.validation import read_cases, summarize, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 VAL = ROOT / "validation"
@@ -106,8 +106,8 @@ def _model_row(model="tiny", phase="decode", dtype="bf16", wdt="bf16", batch=2, 
 def test_model_cases_are_priced_by_the_sim_run_path(tmp_path):
     """A prefill / decode model case is sim run's own number (run_llm) plus the one event-pair
     overhead of the timed call: no second lowering of the model."""
-    from sim.inference import run_llm
-    from sim.validation import predict_model
+    from sim.apps.inference import run_llm
+    from sim.apps.validation import predict_model
 
     chip = load_chip("h200_sxm")
     f = tmp_path / "m.csv"
@@ -118,7 +118,7 @@ def test_model_cases_are_priced_by_the_sim_run_path(tmp_path):
     ovh = chip.runtime.event_timing_overhead_ns * 1e-6
     want = run_llm(chip, "tiny", phase="decode", batch=3, context_len=100)["tpot_s"] * 1e3 + ovh
     assert predict_model(chip, dec)["predicted_ms"] == pytest.approx(want, rel=1e-12)
-    from sim.workload.models import load_model_spec
+    from sim.model.workload.models import load_model_spec
 
     spec3 = load_model_spec("tiny", overrides={"num_layers": 3})
     want = run_llm(chip, spec3, phase="prefill", batch=2, prompt_len=48, weight_dtype="int4")["ttft_s"] * 1e3 + ovh
@@ -128,7 +128,7 @@ def test_model_cases_are_priced_by_the_sim_run_path(tmp_path):
 
 
 def test_mixed_model_case_is_one_iteration_of_both_groups(tmp_path):
-    from sim.validation import predict_model
+    from sim.apps.validation import predict_model
 
     chip = load_chip("h200_sxm")
     f = tmp_path / "m.csv"
@@ -184,8 +184,8 @@ def test_a_model_that_does_not_fit_is_reported_per_case_and_the_run_goes_on(tmp_
 
 
 def test_single_op_kinds_lower_to_the_workload_ops(tmp_path):
-    from sim.engine.run import simulate_op
-    from sim.workload.ops import Gemm, VectorOp
+    from sim.model.engine.simulate import simulate_op
+    from sim.ir.ops import Gemm, VectorOp
 
     chip = load_chip("h200_sxm")
     f = tmp_path / "ops.csv"
@@ -224,7 +224,7 @@ def test_model_ci_subset_stays_within_recorded_thresholds():
 
 def test_a_size_beyond_any_case_is_a_row_error(tmp_path):
     """A 1e30 size is refused at its line and column, not run and reported as unpredictable."""
-    from sim.validation import read_cases
+    from sim.apps.validation import read_cases
 
     f = tmp_path / "cases.csv"
     head = "kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"

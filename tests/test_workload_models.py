@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.config.model_spec import ModelSpec
+from sim.spec.model_spec import ModelSpec
 from sim.errors import ConfigError, UnknownNameError
-from sim.workload.models import list_models, load_model_spec, workloads_dir
+from sim.model.workload.models import list_models, load_model_spec, workloads_dir
 
 SHIPPED = ["falcon-7b", "gpt3-175b", "llama3-70b", "llama3-8b", "mixtral-8x7b", "tiny"]
 

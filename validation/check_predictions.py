@@ -31,7 +31,7 @@ DEFAULT_CASES = [ROOT / "validation" / "measurements" / "h200_dev.csv",
 
 def record(out: Path, cases: list[Path], chip: str, jobs: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from sim.validation import validate
+    from sim.apps.validation import validate
 
     out.mkdir(parents=True, exist_ok=True)
     for path in cases:

@@ -43,8 +43,8 @@ def predict_iterations(lm, its: pd.DataFrame) -> np.ndarray:
 def compare(measured: Path, chip_name: str = "h200_sxm", model: str = "llama3-8b") -> dict:
     from sim.apps.serving import Request, serve
     from sim.apps.serving.latency import LatencyModel
-    from sim.config.registry import load_chip
-    from sim.workload.models import load_model_spec
+    from sim.spec.registry import load_chip
+    from sim.model.workload.models import load_model_spec
 
     chip = load_chip(chip_name)
     req = pd.read_csv(measured / "requests.csv")

@@ -28,7 +28,7 @@ MARGIN_PCT = 2.0
 
 def main(run_dirs: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
-    from sim.validation import summarize
+    from sim.apps.validation import summarize
 
     frames = []
     for d in run_dirs:

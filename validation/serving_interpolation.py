@@ -39,8 +39,8 @@ def cases(n: int, seed: int, max_batch: int = 128):
 
 def measure(chip_name: str, model_name: str, n: int, seed: int, cache_dir=None) -> dict:
     from sim.apps.serving.latency import LatencyModel
-    from sim.config.registry import load_chip
-    from sim.workload.models import load_model_spec
+    from sim.spec.registry import load_chip
+    from sim.model.workload.models import load_model_spec
 
     chip = load_chip(chip_name)
     lm = LatencyModel(chip, load_model_spec(model_name), cache_dir=cache_dir)

@@ -6,15 +6,14 @@ Entry point: :func:`serve` (the CLI is ``sim serve``, :mod:`.cli`).
 """
 from __future__ import annotations
 
-from .metrics import SLO_METRICS, ServingResult
-from .speculative import Speculative, closed_form_tokens_per_step
-from .workload import LengthDist, Request, generate, load_trace, save_trace
+from sim.apps.serving.metrics import SLO_METRICS, ServingResult
+from sim.apps.serving.simulator import serve as _serve
+from sim.apps.serving.speculative import Speculative, closed_form_tokens_per_step
+from sim.apps.serving.workload import LengthDist, Request, generate, load_trace, save_trace
 
 
 def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     """See :func:`sim.apps.serving.simulator.serve`."""
-    from .simulator import serve as _serve
-
     return _serve(chip, model, requests, **kwargs)
 
 

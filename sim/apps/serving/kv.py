@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ...errors import WorkloadError
+from sim.errors import WorkloadError
+from sim.model.workload.llm import weight_bytes
 
 #: vLLM's default KV block size in tokens (vLLM engine arguments, ``--block-size`` = 16)
 DEFAULT_BLOCK_TOKENS = 16
@@ -26,9 +27,7 @@ WATERMARK = 0.01
 def kv_capacity(chip, model, precision, parallel, memory_utilisation: float = DEFAULT_MEMORY_UTILISATION,
                 block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict:
     """Blocks of KV cache one replica holds: its chips' memory × utilisation minus the weights
-    (as :func:`sim.inference.check_fit` counts them), divided by the bytes of one block."""
-    from ...workload.llm import weight_bytes
-
+    (as :func:`sim.apps.inference.check_fit` counts them), divided by the bytes of one block."""
     if not 0 < memory_utilisation <= 1:
         raise WorkloadError(f"memory_utilisation: must be in (0, 1], got {memory_utilisation}")
     chips = parallel.tensor * parallel.pipeline

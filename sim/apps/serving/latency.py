@@ -3,7 +3,7 @@
 Simulating one iteration of Llama-3-8B exactly costs seconds (every distinct op goes
 through the mapper and the engine), and a serving run has 10^4-10^5 iterations, each with
 its own mix.  An iteration's ops split into three families whose costs depend on few
-numbers (:func:`sim.workload.llm.build_iteration` is the source of every op):
+numbers (:func:`sim.model.workload.llm.build_iteration` is the source of every op):
 
 * **dense**: projections, MLP, norms, RoPE, KV append, residuals, collectives, embedding:
   their shapes depend only on ``T``, the iteration's new tokens (all sequences are
@@ -19,7 +19,7 @@ numbers (:func:`sim.workload.llm.build_iteration` is the source of every op):
 Each function is sampled lazily on a grid (powers of two, with 1.5x midpoints above 64 for
 ``T``/``L``) and interpolated linearly (bilinearly for the two-argument ones).  An iteration
 is ``dense(T) + lm(L) + decode_attn + Σ prefill_attn``: exactly the sum that
-:func:`sim.inference.run_trace` forms over the same iteration's ops (the ops run one after
+:func:`sim.apps.inference.run_trace` forms over the same iteration's ops (the ops run one after
 another on the chip), so the composition itself adds no error; the interpolation between grid
 points does, and ``tests/test_serving.py::test_interpolation_error_vs_exact_iterations``
 measures it against ``build_iteration`` + ``run_trace`` of real mixed batches.  A batch whose
@@ -39,10 +39,10 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...engine.lower import Options
-from ...engine.run import simulate_op
-from ...stacks import chip_stack, lower_trace
-from ...workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
+from sim.model.stacks import chip_stack, lower_trace
+from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
@@ -105,14 +105,15 @@ def _bracket(grid: list[int], x: float) -> tuple[int, int, float]:
 
 
 def _source_hash() -> str:
-    """Hash of the simulator's sources that a grid point depends on (everything but the apps)."""
+    """Hash of the simulator's sources that a grid point depends on (everything but the command
+    line and the rest of serving; the other apps are in, since iterations are priced through them)."""
     root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root).as_posix()
-        if rel.startswith("apps/") and rel != "apps/serving/latency.py":
+        if rel.startswith("apps/serving/") and rel != "apps/serving/latency.py":
             continue
-        if rel in ("cli.py", "__init__.py", "plotting.py"):
+        if rel.startswith("cli/") or rel == "__init__.py":
             continue
         h.update(rel.encode())
         h.update(p.read_bytes())
@@ -190,7 +191,7 @@ class LatencyModel:
     # ----------------------------------------------------------------- exact pieces
     def _sum(self, trace, want) -> Cost:
         """The kernels the chip's software stack launches for ``trace`` (the lowering
-        :func:`sim.inference.run_trace` uses), those ``want`` keeps, summed."""
+        :func:`sim.apps.inference.run_trace` uses), those ``want`` keeps, summed."""
         s = e = f = b = 0.0
         for k in lower_trace(trace, self.stack):
             if not want(k):

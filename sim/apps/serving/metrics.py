@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnknownNameError, WorkloadError
+from sim.errors import UnknownNameError, WorkloadError
 
 #: metrics an SLO can name (per-request columns, seconds)
 SLO_METRICS = ("ttft", "tpot", "e2e", "queue")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 
-from ...errors import WorkloadError
+from sim.apps.serving.simulator import ServeConfig, _requests, serve
+from sim.errors import UnknownNameError, WorkloadError
 
 #: what a search reports per candidate (summary keys)
 COLUMNS = ("finished", "unfinished", "dropped", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",
@@ -33,14 +34,11 @@ def search(chip, model, grid: dict, *, slos: dict | None = None, min_attainment:
     ``meets_slo`` and ``pareto`` columns, best goodput per chip first."""
     import pandas as pd
 
-    from .simulator import ServeConfig, _requests, serve
 
     if not grid:
         raise WorkloadError("search: the grid names no parameter")
     bad = sorted(set(grid) - set(ServeConfig.__dataclass_fields__))
     if bad:
-        from ...errors import UnknownNameError
-
         raise UnknownNameError("search axis", bad[0], list(ServeConfig.__dataclass_fields__))
     if requests is None:
         cfg = ServeConfig(**{k: v for k, v in fixed.items() if k in ServeConfig.__dataclass_fields__})

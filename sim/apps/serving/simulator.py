@@ -18,15 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnknownNameError, WorkloadError
-from .kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
-from .latency import ZERO, LatencyModel
-from .metrics import ServingResult, check_slos, summarise
-from .schedulers import DecodePoolScheduler, get_scheduler
-from .schedulers.base import Seq
-from .schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
-from .speculative import Speculative
-from .workload import LengthDist, Request, generate, load_trace
+from sim.apps.inference import _computes, _peak_flops, default_dtype
+from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
+from sim.apps.serving.latency import ZERO, LatencyModel
+from sim.apps.serving.metrics import ServingResult, check_slos, summarise
+from sim.apps.serving.schedulers import DecodePoolScheduler, get_scheduler
+from sim.apps.serving.schedulers.base import Seq
+from sim.apps.serving.schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
+from sim.apps.serving.speculative import Speculative
+from sim.apps.serving.workload import LengthDist, Request, generate, load_trace
+from sim.errors import UnknownNameError, WorkloadError
+from sim.model.engine.lower import Options
+from sim.model.workload.llm import Parallelism, Precision, weight_bytes
+from sim.model.workload.models import load_model_spec
+from sim.spec.registry import load_chip
 
 ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
 #: vLLM's default cap on sequences per iteration (engine argument ``--max-num-seqs`` = 256)
@@ -151,11 +156,6 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     """
     import simpy
 
-    from ...config.registry import load_chip
-    from ...engine.lower import Options
-    from ...inference import _computes, _peak_flops, default_dtype
-    from ...workload.llm import Parallelism, Precision
-    from ...workload.models import load_model_spec
 
     unknown = sorted(set(kwargs) - set(ServeConfig.__dataclass_fields__))
     if unknown:
@@ -173,7 +173,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     precision = Precision(dtype=dtype, weight_dtype=cfg.weight_dtype, kv_dtype=cfg.kv_dtype)
     if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
         precision = Precision(dtype=dtype, weight_dtype=cfg.weight_dtype, kv_dtype=cfg.kv_dtype or dtype,
-                              vector_dtype=dtype, quantised_lm_head=True)   # as sim.inference.run_llm
+                              vector_dtype=dtype, quantised_lm_head=True)   # as sim.apps.inference.run_llm
     parallel = Parallelism(tensor=cfg.tensor_parallel, pipeline=cfg.pipeline_parallel)
     options = Options(fidelity=cfg.fidelity)
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
@@ -188,7 +188,6 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                              stack=cfg.stack)
 
     # ---- KV capacity of one replica
-    from ...workload.llm import weight_bytes
 
     chips_per_replica = parallel.tensor * parallel.pipeline
     per_token = spec.kv_bytes_per_token(precision.kv_format)

@@ -7,7 +7,7 @@ are ``1 + Σ_{i=1..k} Π_{j≤i} α_j``; for a constant ``α`` that is
 ``(1 − α^(k+1)) / (1 − α)`` (Leviathan et al., "Fast Inference from Transformers via
 Speculative Decoding", ICML 2023, eq. 1).  A step costs ``k`` draft decode iterations plus
 one target iteration with ``k + 1`` new tokens per sequence, all with logits
-(:meth:`sim.workload.llm.Sequence.verify`).
+(:meth:`sim.model.workload.llm.Sequence.verify`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import WorkloadError
+from sim.errors import WorkloadError
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import WorkloadError
+from sim.errors import WorkloadError
 
 ARRIVALS = ("poisson", "gamma", "fixed")
 LENGTHS = ("fixed", "uniform", "lognormal", "empirical")

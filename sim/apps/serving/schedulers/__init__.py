@@ -5,13 +5,13 @@ raises :class:`sim.errors.UnknownNameError` listing the registered ones.
 """
 from __future__ import annotations
 
-from ....errors import UnknownNameError
-from .base import Batch, Scheduler, Seq
-from .chunked_prefill import ChunkedPrefillScheduler
-from .continuous import ContinuousScheduler
-from .disaggregated import DecodePoolScheduler, PrefillPoolScheduler
-from .dynamic import DynamicScheduler
-from .static import StaticScheduler
+from sim.apps.serving.schedulers.base import Batch, Scheduler, Seq
+from sim.apps.serving.schedulers.chunked_prefill import ChunkedPrefillScheduler
+from sim.apps.serving.schedulers.continuous import ContinuousScheduler
+from sim.apps.serving.schedulers.disaggregated import DecodePoolScheduler, PrefillPoolScheduler
+from sim.apps.serving.schedulers.dynamic import DynamicScheduler
+from sim.apps.serving.schedulers.static import StaticScheduler
+from sim.errors import UnknownNameError
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
     "static": StaticScheduler,

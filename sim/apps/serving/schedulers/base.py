@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..kv import KVCache
+from sim.apps.serving.kv import KVCache
 
 
 class Seq:

@@ -8,7 +8,7 @@ batching"); blocks are allocated chunk by chunk.
 """
 from __future__ import annotations
 
-from .base import Batch, Scheduler
+from sim.apps.serving.schedulers.base import Batch, Scheduler
 
 #: Sarathi-Serve's token budget for Llama-class models on A100/H100 (OSDI 2024, sec. 5: 512
 #: for strict TBT SLOs, 2048 for relaxed ones); the default here is the strict one

@@ -10,7 +10,7 @@ batching); a sequence joins the decodes the iteration after its prefill.
 """
 from __future__ import annotations
 
-from .base import Batch, Scheduler
+from sim.apps.serving.schedulers.base import Batch, Scheduler
 
 
 class ContinuousScheduler(Scheduler):

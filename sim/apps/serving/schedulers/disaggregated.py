@@ -8,8 +8,8 @@ replica admits a transferred sequence when blocks for its context fit.
 """
 from __future__ import annotations
 
-from .base import Batch, Scheduler
-from .continuous import ContinuousScheduler
+from sim.apps.serving.schedulers.base import Batch, Scheduler
+from sim.apps.serving.schedulers.continuous import ContinuousScheduler
 
 
 class PrefillPoolScheduler(Scheduler):

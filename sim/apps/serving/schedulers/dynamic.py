@@ -3,7 +3,7 @@ batch also forms when its oldest waiting request has waited ``timeout_s``, so a 
 is not held back until ``max_batch`` requests arrive."""
 from __future__ import annotations
 
-from .static import StaticScheduler
+from sim.apps.serving.schedulers.static import StaticScheduler
 
 #: default queue delay before a partial batch runs (Triton's ``max_queue_delay_microseconds``
 #: has no universal default; 10 ms is the order its docs use in examples)

@@ -8,7 +8,7 @@ forms.  A batch forms when ``max_batch`` requests wait (or when no more will arr
 """
 from __future__ import annotations
 
-from .base import Batch, Scheduler
+from sim.apps.serving.schedulers.base import Batch, Scheduler
 
 
 class StaticScheduler(Scheduler):

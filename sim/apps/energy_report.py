@@ -1,0 +1,121 @@
+"""Energy and power of a whole LLM run, split by memory level and unit: these rebuild the
+run's op trace and read the (memoised) op results back, so they sit above the trace builder,
+the stack lowering and the engine (the per-op tables are :mod:`sim.model.cost.energy`, the
+DVFS model :mod:`sim.model.cost.power`)."""
+from __future__ import annotations
+
+from sim.model.cost.energy import op_energy_components_pj
+from sim.model.cost.power import _mean_clock, op_clock_mhz
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
+from sim.model.stacks import chip_stack, lower_trace
+from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
+from sim.model.workload.models import load_model_spec
+
+__all__ = ["llm_energy_components_j", "llm_run_power"]
+
+
+def _llm_traces(model, phase: str, batch: int, prompt_len: int, context_len, new_tokens: int, draft_tokens: int,
+                precision, parallel, attention: str):
+    """(trace, weight) pairs whose weighted op energies split an LLM run's energy."""
+    kw = dict(precision=precision, attention=attention, parallel=parallel)
+    past = int(context_len) if context_len is not None else 0
+    if phase == "prefill":
+        return [(build_iteration(model, Iteration(tuple([Sequence(prompt_len, past)] * batch)), **kw), 1.0)]
+    if phase == "decode":
+        ctx = int(context_len) if context_len is not None else prompt_len
+        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
+        return [(build_iteration(model, Iteration(tuple([seq] * batch)), **kw), 1.0)]
+    start = past + prompt_len
+    pre = build_iteration(model, Iteration(tuple([Sequence(prompt_len, past)] * batch)), **kw)
+    mid = build_iteration(model, Iteration(tuple([Sequence(1, start + new_tokens // 2)] * batch)), **kw)
+    return [(pre, 1.0), (mid, float(new_tokens))]
+
+
+def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate", batch: int = 1,
+                            prompt_len: int = 2048, context_len=None, new_tokens: int = 128,
+                            draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
+                            sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+                            attention: str | None = None, options=None, **_ignored) -> dict:
+    """Energy of an LLM run split by component - each memory level by name (registers,
+    SRAMs, DRAM), ``mac``, ``vector``, ``noc``, ``static`` - in joules, summing to the
+    run's ``energy_j``.
+
+    ``result`` is :func:`sim.apps.inference.run_llm`'s output for the same arguments.  When its
+    op rows carry ``energy_breakdown_pj`` they are summed directly; otherwise the run's ops
+    are rebuilt - with the formats and attention lowering the run resolved (its
+    ``precision`` and ``attention``) - and their (memoised) results read back.  For ``generate`` the split is
+    that of the prefill plus the middle decode step times ``new_tokens`` (the total is
+    exact; the split between components is that approximation).
+    """
+    total_j = float(result.get("energy_j", 0.0))
+    ops = result.get("ops") or []
+    comps: dict[str, float] = {}
+    if phase != "generate" and ops and all("energy_breakdown_pj" in o for o in ops):
+        comps = op_energy_components_pj(ops)
+    else:
+
+        spec = load_model_spec(model) if isinstance(model, str) else model
+        p = result.get("precision") or {}
+        precision = Precision(dtype=p.get("dtype", dtype), weight_dtype=p.get("weight_dtype", weight_dtype),
+                              kv_dtype=p.get("kv_dtype", kv_dtype), sparsity=p.get("sparsity", sparsity),
+                              vector_dtype=p.get("vector_dtype"), quantised_lm_head=p.get("quantised_lm_head", False))
+        attention = result.get("attention") or attention or chip.attention_lowering
+        parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel,
+                               collective_algorithm=(result.get("parallel") or {}).get("collective", "ring"))
+        options = options or Options()
+        stack = chip_stack(chip, result.get("stack"))  # the kernels the run priced
+        for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
+                                         precision, parallel, attention):
+            for t in lower_trace(trace, stack):
+                r = simulate_op(chip, t.op, t.options(options))
+                for k, v in r.energy_breakdown_pj.items():
+                    if k != "total":
+                        comps[k] = comps.get(k, 0.0) + float(v) * t.repeat * weight
+    s = sum(comps.values())
+    if s <= 0:
+        return {k: 0.0 for k in comps}
+    return {k: v / s * total_j for k, v in comps.items()}
+
+
+def llm_run_power(chip, model, result: dict, *, phase: str = "prefill", batch: int = 1, prompt_len: int = 2048,
+                  context_len=None, new_tokens: int = 128, draft_tokens: int = 0, tensor_parallel: int = 1,
+                  pipeline_parallel: int = 1, options=None, **_ignored) -> dict:
+    """Average power of one chip over an LLM run (:func:`sim.apps.inference.run_llm`'s
+    ``result`` for the same arguments), the time-weighted clock its ops ran at and the
+    energy per token with that clock: ``{'power_w', 'clock_mhz', 'tdp_w', 'seconds',
+    'energy_j', 'energy_per_token_j'}``.
+
+    The ops are rebuilt with the formats and attention lowering the run resolved and
+    their (memoised) results read back; for ``generate`` the decode steps are those of the
+    middle step, as in :func:`sim.model.cost.energy.llm_energy_components_j`."""
+
+    spec = load_model_spec(model) if isinstance(model, str) else model
+    p = result.get("precision") or {}
+    precision = Precision(dtype=p.get("dtype", "bf16"), weight_dtype=p.get("weight_dtype"),
+                          kv_dtype=p.get("kv_dtype"), sparsity=p.get("sparsity"),
+                          vector_dtype=p.get("vector_dtype"), quantised_lm_head=p.get("quantised_lm_head", False))
+    attention = result.get("attention") or chip.attention_lowering
+    parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel,
+                           collective_algorithm=(result.get("parallel") or {}).get("collective", "ring"))
+    options = options or Options()
+    stack = chip_stack(chip, result.get("stack"))  # the kernels the run priced (sim/model/stacks.py)
+    seconds = energy = clock_s = 0.0
+    seen: list[float] = []
+    for trace, weight in _llm_traces(spec, phase, batch, prompt_len, context_len, new_tokens, draft_tokens,
+                                     precision, parallel, attention):
+        for t in lower_trace(trace, stack):
+            if getattr(t.op, "op", None) == "dequant":
+                continue  # fused into its consumer, as run_trace does
+            r = simulate_op(chip, t.op, t.options(options))
+            w = t.repeat * weight
+            seconds += r.seconds * w
+            energy += r.energy_pj * 1e-12 * w
+            seen.append(op_clock_mhz(chip, r))
+            clock_s += seen[-1] * r.seconds * w
+    tokens = float(result.get("energy_j", 0) / result["energy_per_token_j"]) if result.get("energy_per_token_j") else 0.0
+    return {"power_w": energy / seconds if seconds > 0 else 0.0,
+            "clock_mhz": _mean_clock(clock_s, seconds, seen, chip),
+            "tdp_w": chip.power.tdp_w if getattr(chip, "power", None) is not None else None,
+            "seconds": seconds, "energy_j": energy,
+            "energy_per_token_j": energy / tokens if tokens else float("nan")}

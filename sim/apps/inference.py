@@ -1,0 +1,358 @@
+"""LLM inference on a chip: iterations (prefill, decode, generation) → latency, TTFT,
+TPOT, tokens/s, MFU, MBU, energy, KV-cache bytes, and a per-op breakdown.
+
+An iteration's trace (:mod:`sim.model.workload.llm`) lists one chip's share of every op; each
+distinct op is simulated once (memoised), so identical layers cost nothing.  Ops run one
+after another on the chip; with pipeline parallelism the stages run one after another for
+one batch (no micro-batch overlap), so latency is the sum over stages.
+
+A generation (prefill, then N decode steps with a growing context) samples the decode
+step at a few context lengths and interpolates between them: every op of a decode step is
+either independent of the context (projections, MLP, norms) or affine in it (attention
+reads a KV cache that grows by one token per step), so linear interpolation between
+sampled steps is exact up to the tile rounding of the attention kernel.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.errors import MappingError, SimError, WorkloadError
+from sim.ir.results import OpResult
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
+from sim.model.mapper.compute import choose_array
+from sim.model.stacks import chip_stack, lower_trace
+from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, build_iteration, kv_cache_bytes,
+                                    weight_bytes)
+from sim.model.workload.models import load_model_spec
+from sim.spec.dtypes import get_format
+from sim.spec.registry import load_chip
+
+#: decode steps simulated exactly in a generation; the rest are interpolated
+GENERATION_SAMPLES = 9
+
+
+@dataclass
+class IterationResult:
+    """One iteration (one forward pass) of a model on a chip (or a group of chips)."""
+
+    label: str
+    seconds: float
+    new_tokens: int
+    flops: float
+    dram_bytes: float
+    energy_j: float
+    ops: list[dict]
+    chips: int
+    peak_flops: float
+    peak_bytes_per_s: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mfu(self) -> float:
+        return self.flops / self.seconds / (self.peak_flops * self.chips) if self.seconds > 0 else 0.0
+
+    @property
+    def mbu(self) -> float:
+        return self.dram_bytes / self.seconds / (self.peak_bytes_per_s * self.chips) if self.seconds > 0 else 0.0
+
+    def dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.ops)
+
+    def _repr_html_(self) -> str:
+        head = (f"<b>{self.label}</b>: {self.seconds * 1e3:.3f} ms, {self.tokens_per_s:,.1f} tokens/s, "
+                f"MFU {self.mfu:.1%}, MBU {self.mbu:.1%}<br>")
+        return head + self.dataframe()._repr_html_()
+
+
+def _peak_flops(chip, dtype: str) -> float:
+    try:
+        return chip.peak_flops(get_format(dtype).rate_class)
+    except SimError:
+        return max(chip.peak_flops(c) for a in chip.cores.arrays for c in a.macs_per_pe_per_cycle)
+
+
+def run_trace(chip, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
+              progress: bool = False, stack=None) -> IterationResult:
+    """Simulate every op of ``trace`` on ``chip`` (one chip's share; collectives included),
+    as the kernels ``stack`` (default: the chip's ``software_stack``) launches for them
+    (:func:`sim.model.stacks.lower_trace`: the same lowering ``sim validate`` prices)."""
+    options = options or Options()
+    rows: list[dict] = []
+    total = 0.0
+    flops = 0.0
+    dram = 0.0
+    energy = 0.0
+    # dequantisation ops are skipped by the lowering: they run on the vector unit inside
+    # the GEMM (or attention) that consumes the narrow operand (sim.model.engine.lower)
+    items = lower_trace(trace, chip_stack(chip, stack))
+    it = items
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(items, desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr,
+                  mininterval=0.5 if sys.stderr.isatty() else 10.0)
+    for t in it:
+        r: OpResult = simulate_op(chip, t.op, t.options(options))
+        rep = t.repeat
+        total += r.seconds * rep
+        flops += r.flops * rep
+        dram += r.dram_bytes * rep
+        energy += r.energy_pj * rep
+        rows.append({"op": r.name, "source_op": t.source, "kind": r.kind, "block": t.block, "layer": t.layer, "stage": t.stage,
+                     "repeat": rep, "seconds": r.seconds, "total_seconds": r.seconds * rep,
+                     "flops": r.flops, "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
+                     "dram_intensity": r.dram_intensity, "bound": r.bound, "traffic_bound": r.traffic_bound,
+                     "utilization": r.utilization, "energy_pj": r.energy_pj,
+                     "achieved_dram_bytes_per_s": r.achieved_dram_bytes_per_s, "cycles": r.cycles,
+                     "stall_cycles": r.stall_cycles, "roofline_seconds": r.roofline_cycles / chip.clock_hz,
+                     # how the engine got the time: simulated in full, or extrapolated from
+                     # shortened copies (steady: whether consecutive samples agreed)
+                     "extrapolated": bool(ex := (r.details or {}).get("extrapolated")),
+                     "steady": (ex.get("steady") if ex else None)})
+    for row in rows:
+        row["share"] = row["total_seconds"] / total if total > 0 else 0.0
+    meta = getattr(trace, "meta", {}) or {}
+    new_tokens = int(meta.get("new_tokens", 0) or 0)
+    par = meta.get("parallel") or {}
+    chips = int(par.get("tensor", 1)) * int(par.get("pipeline", 1)) if isinstance(par, dict) else 1
+    return IterationResult(label=label or meta.get("label", ""), seconds=total, new_tokens=new_tokens,
+                           flops=flops * (chips if chips > 1 else 1), dram_bytes=dram * (chips if chips > 1 else 1),
+                           energy_j=energy * 1e-12 * (chips if chips > 1 else 1), ops=rows, chips=chips,
+                           peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s)
+
+
+def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int) -> dict:
+    """Weights plus KV cache per chip against the chip's DRAM capacity."""
+    chips = parallel.tensor * parallel.pipeline
+    w = weight_bytes(model, precision)
+    kv = kv_cache_bytes(model, context_tokens, batch, precision.kv_format)
+    cap = chip.memory.dram.capacity_bytes
+    per_chip = (w + kv) / chips
+    info = {"weight_bytes": w, "kv_cache_bytes": kv, "kv_cache_bytes_per_sequence": kv // max(1, batch),
+            "bytes_per_chip": per_chip, "capacity_bytes_per_chip": cap, "chips": chips, "fits": per_chip <= cap}
+    return info
+
+
+#: formats tried, in order, when a run names none: LLM serving's usual bf16 first, then
+#: what an accelerator without 16-bit units runs models in (int8-only TPU v1, edge NPUs)
+DEFAULT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
+
+
+def _computes(chip, fmt: str) -> bool:
+    try:
+        choose_array(chip, get_format(fmt).rate_class)
+        return True
+    except MappingError:
+        return False
+
+
+def default_dtype(chip) -> str:
+    """The activation format a run uses when none is given: the first of
+    :data:`DEFAULT_DTYPES` that one of the chip's arrays computes (natively or widened)."""
+    for d in DEFAULT_DTYPES:
+        if _computes(chip, d):
+            return d
+    raise MappingError(f"chip '{chip.name}' has no array for any of {', '.join(DEFAULT_DTYPES)}")
+
+
+def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int = 2048,
+            context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
+            dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
+            sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+            collective: str = "ring",
+            attention: str | None = None, stack: str | None = None, options: Options | None = None,
+            allow_overflow: bool = False,
+            progress: bool = False) -> dict[str, Any]:
+    """Simulate a model on a chip.
+
+    ``phase``: ``prefill`` (one forward pass over ``prompt_len`` tokens per sequence, behind
+    ``context_len`` cached ones when given: prefix caching), ``decode`` (one step with
+    ``context_len`` (default ``prompt_len``) cached tokens; ``draft_tokens`` > 0 verifies
+    that many speculative tokens plus one), or ``generate`` (prefill, then ``new_tokens``
+    decode steps).  ``dtype`` defaults to :func:`default_dtype` (bf16 where the chip has
+    units for it).  Raises WorkloadError when weights and KV cache do not fit the chips'
+    memory, unless ``allow_overflow``.
+    """
+    if isinstance(chip, str):
+        chip = load_chip(chip)
+    spec = load_model_spec(model) if isinstance(model, str) else model
+    if phase not in ("prefill", "decode", "generate"):
+        raise WorkloadError(f"phase must be prefill, decode or generate, got {phase!r}")
+    for name, v in (("batch", batch), ("prompt_len", prompt_len), ("new_tokens", new_tokens)):
+        if int(v) < 1:
+            raise WorkloadError(f"{name} must be >= 1, got {v}")
+    if attention is None:
+        attention = chip.attention_lowering
+    if attention not in ("fused", "unfused"):
+        raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
+
+    stack_spec = chip_stack(chip, stack)  # an unknown stack fails here, before any simulation
+    if dtype is None:
+        dtype = default_dtype(chip)
+    precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
+    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
+        # a chip without matrix units for 16-bit tensors (an int8-only accelerator: TPU v1
+        # keeps 8-bit activations in its Unified Buffer, Jouppi et al. 2017) keeps the
+        # tensors between GEMMs, its KV cache (unless told otherwise) and its LM head in
+        # the GEMM format
+        precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype or dtype, sparsity=sparsity,
+                              vector_dtype=dtype, quantised_lm_head=True)
+    parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel, collective_algorithm=collective)
+    options = options or Options()
+    kw = dict(precision=precision, attention=attention, parallel=parallel)
+    past = int(context_len) if context_len is not None else 0
+    if phase == "decode":
+        ctx = int(context_len) if context_len is not None else prompt_len
+        max_ctx = ctx + draft_tokens + 1
+    elif phase == "prefill":
+        max_ctx = past + prompt_len
+    else:
+        max_ctx = past + prompt_len + new_tokens
+    fit = check_fit(chip, spec, precision, parallel, batch, max_ctx)
+    if not fit["fits"] and not allow_overflow:
+        raise WorkloadError(
+            f"{spec.name} does not fit {fit['chips']} x {chip.name}: weights {fit['weight_bytes'] / 1e9:,.1f} GB + "
+            f"KV cache {fit['kv_cache_bytes'] / 1e9:,.1f} GB = {fit['bytes_per_chip'] / 1e9:,.1f} GB per chip, but each "
+            f"chip has {fit['capacity_bytes_per_chip'] / 1e9:,.1f} GB; use more chips (--tensor-parallel / "
+            "--pipeline-parallel), a narrower --weight-dtype / --kv-dtype, or --allow-overflow")
+    out: dict[str, Any] = {"chip": chip.name, "model": spec.name, "phase": phase, "batch": batch,
+                           "precision": {"dtype": precision.dtype, "weight_dtype": precision.weight_format,
+                                         "kv_dtype": precision.kv_format, "sparsity": sparsity,
+                                         "vector_dtype": precision.vector_format,
+                                         "quantised_lm_head": precision.quantised_lm_head},
+                           "parallel": {"tensor": tensor_parallel, "pipeline": pipeline_parallel,
+                                        "collective": collective},
+                           "attention": attention, "stack": stack_spec.name, "memory": options.memory, "fit": fit,
+                           "kv_cache_bytes": fit["kv_cache_bytes"],
+                           "kv_cache_bytes_per_sequence": fit["kv_cache_bytes_per_sequence"]}
+    chips = tensor_parallel * pipeline_parallel
+
+    def iteration(seqs, label):
+        trace = build_iteration(spec, Iteration(tuple(seqs), label=label), **kw)
+        res = run_trace(chip, trace, options, label=label, dtype=dtype, progress=progress and phase != "generate",
+                        stack=stack_spec)
+        for row in res.ops:  # which phase of the run a kernel belongs to (a generate run lists both)
+            row["phase"] = "prefill" if label == "prefill" else ("decode" if label.startswith("decode") else "verify")
+        return res
+
+    if phase == "prefill":
+        res = iteration([Sequence(prompt_len, past)] * batch, "prefill")
+        out.update(_summary(res, batch * prompt_len))
+        out["ttft_s"] = res.seconds
+        out["ops"] = res.ops
+        return out
+    if phase == "decode":
+        ctx = int(context_len) if context_len is not None else prompt_len
+        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
+        res = iteration([seq] * batch, "decode" if not draft_tokens else f"verify {draft_tokens}")
+        out.update(_summary(res, batch * seq.new_tokens))
+        out["tpot_s"] = res.seconds
+        out["ops"] = res.ops
+        return out
+    # generate: prefill + new_tokens decode steps
+    pre = iteration([Sequence(prompt_len, past)] * batch, "prefill")
+    start = past + prompt_len
+    steps = new_tokens
+    if steps <= GENERATION_SAMPLES:
+        sample_at = list(range(steps))
+    else:
+        sample_at = sorted({round(i * (steps - 1) / (GENERATION_SAMPLES - 1)) for i in range(GENERATION_SAMPLES)})
+    sampled: dict[int, IterationResult] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        # counts the steps the user asked for: the ones between two sampled steps are
+        # interpolated, so they are done when the later sample is
+        bar = tqdm(total=steps, desc="decode steps", unit="step", file=sys.stderr,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
+    done = 0
+    for s in sample_at:
+        sampled[s] = iteration([Sequence(1, start + s)] * batch, f"decode@{start + s}")
+        if bar is not None:
+            bar.update(s + 1 - done)
+            done = s + 1
+    if bar is not None:
+        bar.update(steps - done)
+        bar.close()
+    dec_seconds = 0.0
+    dec_energy = 0.0
+    dec_flops = 0.0
+    dec_bytes = 0.0
+    keys = sorted(sampled)
+    for s in range(steps):
+        if s in sampled:
+            r = sampled[s]
+            t, e, f, b = r.seconds, r.energy_j, r.flops, r.dram_bytes
+        else:
+            hi = next(k for k in keys if k > s)
+            lo = max(k for k in keys if k < s)
+            w = (s - lo) / (hi - lo)
+            a, c = sampled[lo], sampled[hi]
+            t = a.seconds + w * (c.seconds - a.seconds)
+            e = a.energy_j + w * (c.energy_j - a.energy_j)
+            f = a.flops + w * (c.flops - a.flops)
+            b = a.dram_bytes + w * (c.dram_bytes - a.dram_bytes)
+        dec_seconds += t
+        dec_energy += e
+        dec_flops += f
+        dec_bytes += b
+    total_s = pre.seconds + dec_seconds
+    generated = batch * steps
+    out.update({
+        "seconds": total_s, "ttft_s": pre.seconds, "tpot_s": dec_seconds / steps,
+        "tokens_per_s": generated / total_s if total_s > 0 else 0.0,
+        "decode_tokens_per_s": generated / dec_seconds if dec_seconds > 0 else 0.0,
+        "prefill_tokens_per_s": pre.tokens_per_s,
+        "energy_j": pre.energy_j + dec_energy,
+        # per generated token, as tokens_per_s counts them; the prompt's tokens are in
+        # tokens_processed and energy_per_processed_token_j
+        "energy_per_token_j": (pre.energy_j + dec_energy) / generated,
+        "energy_per_processed_token_j": (pre.energy_j + dec_energy) / (batch * (prompt_len + steps)),
+        "tokens_generated": generated, "tokens_processed": batch * (prompt_len + steps),
+        "flops": pre.flops + dec_flops, "dram_bytes": pre.dram_bytes + dec_bytes,
+        "mfu": (pre.flops + dec_flops) / total_s / (pre.peak_flops * chips) if total_s > 0 else 0.0,
+        "mbu": (pre.dram_bytes + dec_bytes) / total_s / (pre.peak_bytes_per_s * chips) if total_s > 0 else 0.0,
+        "new_tokens": steps, "prompt_len": prompt_len, "decode_steps_simulated": len(sampled),
+        # the prefill's shares and the decode steps' (those of the middle sampled step),
+        # weighted by the time each phase takes
+        **{k: (v * pre.seconds + _extrapolated_shares(sampled[keys[len(keys) // 2]].ops)[k] * dec_seconds) / total_s
+           if total_s > 0 else 0.0 for k, v in _extrapolated_shares(pre.ops).items()},
+        "phases": {"prefill": _summary(pre, batch * prompt_len),
+                   "decode_first": _summary(sampled[keys[0]], batch),
+                   "decode_last": _summary(sampled[keys[-1]], batch)},
+        "ops": pre.ops + sampled[keys[-1]].ops,
+    })
+    return out
+
+
+def _extrapolated_shares(ops: list[dict]) -> dict[str, float]:
+    """Shares of an iteration's time that come from extrapolated kernels, and from those
+    whose samples never reached a steady state (flagged, not hidden)."""
+    total = sum(o["total_seconds"] for o in ops)
+    ex = sum(o["total_seconds"] for o in ops if o.get("extrapolated"))
+    unsteady = sum(o["total_seconds"] for o in ops if o.get("extrapolated") and o.get("steady") is False)
+    return {"extrapolated_share": ex / total if total > 0 else 0.0,
+            "unsteady_extrapolated_share": unsteady / total if total > 0 else 0.0}
+
+
+def _summary(res: IterationResult, tokens: int) -> dict[str, Any]:
+    return {**_extrapolated_shares(res.ops),
+            "seconds": res.seconds, "tokens": tokens, "tokens_per_s": tokens / res.seconds if res.seconds else 0.0,
+            "mfu": res.mfu, "mbu": res.mbu, "energy_j": res.energy_j,
+            "energy_per_token_j": res.energy_j / tokens if tokens else 0.0, "flops": res.flops,
+            "dram_bytes": res.dram_bytes}
+
+
+# ----------------------------------------------------------------------------- CLI
+
+

@@ -1,0 +1,117 @@
+"""Evaluating one sweep point: plain data in, plain dict out (picklable, importable by
+process-pool and Dask workers alike).
+
+:func:`evaluate_point` never raises for a bad point: any :class:`~sim.errors.SimError`
+(a workload that does not fit, an impossible mapping...) and any other exception become
+the row's ``error`` so that the sweep goes on.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+from sim.apps.energy_report import llm_energy_components_j
+from sim.apps.inference import _peak_flops, run_llm
+from sim.apps.single_op import check_limits, simulate_gemm
+from sim.errors import SimError
+from sim.model.cost.energy import design_point_metrics, op_design_metrics
+from sim.model.engine.lower import Options
+from sim.spec.chip import ChipSpec
+from sim.spec.model_spec import ModelSpec
+
+__all__ = ["evaluate_point", "worker_init"]
+
+
+def _f(v: Any) -> float:
+    if v is None:
+        return float("nan")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _llm(chip, model, wl: dict) -> dict[str, float]:
+    kw = dict(phase=wl["phase"], batch=wl["batch"], prompt_len=wl["prompt_len"], context_len=wl["context_len"],
+              new_tokens=wl["new_tokens"], draft_tokens=wl["draft_tokens"], dtype=wl["dtype"],
+              weight_dtype=wl["weight_dtype"], kv_dtype=wl["kv_dtype"], sparsity=wl["sparsity"],
+              tensor_parallel=wl["tensor_parallel"], pipeline_parallel=wl["pipeline_parallel"],
+              attention=wl["attention"])
+    options = Options(dataflow=wl["dataflow"], memory=wl["memory"], fidelity=wl.get("fidelity", "high"))
+    res = run_llm(chip, model, options=options, allow_overflow=wl["allow_overflow"], **kw)
+    comps = llm_energy_components_j(chip, model, res, options=options, **kw)
+    seconds = _f(res.get("seconds"))
+    ops = res.get("ops") or []
+    total = sum(o["total_seconds"] for o in ops)
+    # the design question is what this chip's buffers and bandwidth make of the op, so
+    # sweeps count the class under the simulated traffic, not the op's textbook class
+    mem = sum(o["total_seconds"] for o in ops if o.get("traffic_bound") == "memory")
+    fit = res.get("fit") or {}
+    peak = _peak_flops(chip, wl["dtype"])
+    chips = wl["tensor_parallel"] * wl["pipeline_parallel"]
+    out = {
+        "seconds": seconds, "ttft_s": _f(res.get("ttft_s")), "tpot_s": _f(res.get("tpot_s")),
+        "tokens_per_s": _f(res.get("tokens_per_s")), "decode_tokens_per_s": _f(res.get("decode_tokens_per_s")),
+        "mfu": _f(res.get("mfu")), "mbu": _f(res.get("mbu")),
+        "tflops": _f(res.get("mfu")) * peak * chips / 1e12, "peak_tflops": peak / 1e12,
+        "dram_bytes": _f(res.get("dram_bytes")),
+        "energy_j": _f(res.get("energy_j")), "energy_per_token_j": _f(res.get("energy_per_token_j")),
+        "memory_bound_share": mem / total if total > 0 else float("nan"),
+        "kv_cache_bytes": _f(res.get("kv_cache_bytes")), "weight_bytes": _f(fit.get("weight_bytes")),
+        "bytes_per_chip": _f(fit.get("bytes_per_chip")),
+    }
+    out.update({k: _f(v) for k, v in design_point_metrics(chip, res, comps).items()})
+    return out
+
+
+def _gemm(chip, wl: dict) -> dict[str, float]:
+    r = simulate_gemm(chip, m=wl["m"], k=wl["k"], n=wl["n"], count=wl["count"], dtype=wl["dtype"],
+                      weight_dtype=wl["weight_dtype"], sparsity=wl["sparsity"], dataflow=wl["dataflow"],
+                      memory=wl["memory"], row_length=wl["row_length"], fidelity=wl.get("fidelity", "high"))
+    out = {"seconds": r.seconds, "cycles": r.cycles, "utilization": r.utilization, "energy_j": r.energy_pj * 1e-12,
+           "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
+           "memory_bound_share": 1.0 if r.traffic_bound == "memory" else 0.0,
+           "peak_tflops": _peak_flops(chip, wl["dtype"]) / 1e12}
+    out.update(op_design_metrics(chip, r))
+    return {k: _f(v) for k, v in out.items()}
+
+
+def evaluate_point(task: dict) -> dict:
+    """Simulate one point.  ``task``: ``{"hash", "chip": resolved chip dict, "workload":
+    workload fields, "model": resolved model dict or None}``.  Returns ``{"hash", "error",
+    metric: float, ...}`` (``error`` None on success)."""
+    row: dict[str, Any] = {"hash": task["hash"], "error": None}
+    try:
+        chip = ChipSpec.model_validate(task["chip"])
+        check_limits(chip)
+        wl = task["workload"]
+        if wl["kind"] == "gemm":
+            row.update(_gemm(chip, wl))
+        else:
+            row.update(_llm(chip, ModelSpec.model_validate(task["model"]), wl))
+    except Exception as exc:  # noqa: BLE001 - a failed point is a row, the sweep goes on
+        msg = str(exc).strip() or type(exc).__name__
+        row = {"hash": task["hash"],
+               "error": msg if isinstance(exc, SimError) else f"internal error: {type(exc).__name__}: {msg}"}
+    for k, v in list(row.items()):
+        if k not in ("hash", "error") and isinstance(v, float) and math.isinf(v):
+            row[k] = float("nan")
+    return row
+
+
+def worker_init() -> None:
+    """Process-pool initialiser: die with the parent (Linux).  (The engine is imported with this
+    module, before the first point.)"""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            if os.getppid() == 1:  # parent already gone
+                os._exit(1)
+        except Exception:  # pragma: no cover - best effort
+            pass

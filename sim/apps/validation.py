@@ -1,0 +1,588 @@
+"""Validation against measured GPU runs: ``sim validate CHIP CASES.csv``.
+
+A case file holds one measured PyTorch call per row (format in
+validation/measurements/README.md):
+
+    kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms
+
+Each case is lowered to the ops PyTorch runs for it - the same op types every workload
+uses - and simulated on the chip.  The software stack is described, not fitted: which
+instruction path a library uses (``torch._int_mm`` runs sm80-class mma.sync kernels),
+which kernel menu it has (cuSPARSELt 0.8 runs one 128x256x64 sparse kernel and pads the
+input to a multiple of 8 rows first), how many kernels a call launches.  A timed call
+costs the chip's per-kernel launch overhead for every kernel plus, once, the event-timing
+overhead (both microbenchmarked, see the chip file).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sim.apps.inference import check_fit, default_dtype, run_llm, run_trace
+from sim.apps.plotting import _plt
+from sim.errors import SimError, WorkloadError
+from sim.ir.ops import Attention, Copy, Gemm, VectorOp
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
+from sim.model.stacks import Kernel, chip_stack, kernels, load_stack, lower_trace
+from sim.model.workload.llm import (VECTOR_OPS_PER_ELEMENT, Iteration, Parallelism, Precision, Sequence, Trace,
+                                    build_iteration)
+from sim.model.workload.models import list_models, load_model_spec
+from sim.spec.dtypes import format_names, get_format
+from sim.spec.model_spec import ModelSpec
+from sim.spec.registry import load_chip
+
+COLUMNS = ("kind", "dtype", "m", "k", "n", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "causal",
+           "hidden", "ffn", "bytes", "measured_ms")
+#: columns only some kinds need (a file without such rows may leave them out): ``op`` for
+#: norm / elementwise; the rest for ``model`` cases (see :func:`_parse_model`)
+OPTIONAL_COLUMNS = ("op", "model", "num_layers", "phase", "weight_dtype", "prompt_len", "context_len",
+                    "decode_seqs", "decode_ctx")
+KINDS = ("gemm", "attention", "layer", "copy", "model", "bmm", "softmax", "norm", "elementwise")
+GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "bf16_2:4")
+#: tensor formats of the single-op kinds bmm / softmax / norm / elementwise
+VECTOR_DTYPES = ("bf16", "fp16", "fp32")
+NORM_OPS = ("rmsnorm", "layernorm")
+ELEMENTWISE_OPS = ("add", "mul", "silu", "gelu", "relu")
+MODEL_PHASES = ("prefill", "decode", "mixed")
+_NEEDED = {
+    "gemm": ("dtype", "m", "k", "n"),
+    "attention": ("batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "causal"),
+    "layer": ("hidden", "heads", "kv_heads", "head_dim", "ffn", "batch", "q_len", "kv_len"),
+    "copy": ("bytes",),
+    "model": ("batch",),
+    "bmm": ("batch", "m", "k", "n"),
+    "softmax": ("m", "n"),
+    "norm": ("m", "n"),
+    "elementwise": ("n",),
+}
+
+
+def _load_eager_profile():
+    return load_stack("eager_pytorch")
+
+
+#: the library constants of the H200's eager PyTorch stack now live in its profile
+#: (stacks/eager_pytorch.yaml, with their sources); these names read them from there.
+#: cuSPARSELt 0.8's only sparse bf16 kernel on sm90 (..._tilesize128x256x64_...) and the
+#: row multiple it pads inputs to; the 16-bit row-stride alignment Hopper's TMA requires
+_EAGER = _load_eager_profile()
+CUSPARSELT_TILES = tuple(_EAGER.gemm.sparse_2_4.tiles)
+CUSPARSELT_ROW_MULTIPLE = _EAGER.gemm.sparse_2_4.row_multiple
+TMA_ALIGN_ELEMENTS = _EAGER.gemm.misaligned.align_elements
+
+
+#: the largest value a size column may hold: 2^53, where float64 (how a CSV cell is read)
+#: stops holding every whole number; the ops' own size limits apply on top
+MAX_CASE_DIMENSION = 2**53
+
+
+@dataclass(frozen=True)
+class Case:
+    line: int
+    kind: str
+    dtype: str
+    values: dict
+    measured_ms: float | None
+    #: text columns of the kinds that have them (``op``; ``model``, ``phase``, ``weight_dtype``)
+    attrs: dict = field(default_factory=dict)
+
+    def get(self, key: str) -> int:
+        return int(self.values[key])
+
+
+def read_cases(path: str | Path) -> list[Case]:
+    """Parse a case CSV; every problem names the file, line and column."""
+    import csv
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"{path}: cannot read case file (expected UTF-8 CSV text): {exc}") from None
+    rows = list(csv.reader(text.splitlines()))
+    if not rows:
+        raise WorkloadError(f"{path}: empty case file")
+    header = [h.strip() for h in rows[0]]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise WorkloadError(f"{path}:1: missing columns {missing}; expected {','.join(COLUMNS)}")
+    idx = {h: i for i, h in enumerate(header)}
+    cases: list[Case] = []
+    problems: list[str] = []
+    for ln, row in enumerate(rows[1:], start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        cell = lambda c: row[idx[c]].strip() if idx[c] < len(row) else ""  # noqa: E731
+        kind = cell("kind")
+        if kind not in KINDS:
+            problems.append(f"{path}:{ln}: column kind: unknown kind {kind!r} (valid: {', '.join(KINDS)})")
+            continue
+        dtype = cell("dtype") or "bf16"
+        if kind == "gemm" and dtype not in GEMM_DTYPES:
+            problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a gemm dtype (valid: {', '.join(GEMM_DTYPES)})")
+            continue
+        if kind in ("bmm", "softmax", "norm", "elementwise") and dtype not in VECTOR_DTYPES:
+            problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a {kind} dtype "
+                            f"(valid: {', '.join(VECTOR_DTYPES)})")
+            continue
+        absent = [c for c in _NEEDED[kind] if c != "dtype" and c not in idx]
+        if absent:
+            problems.append(f"{path}:{ln}: kind {kind} needs column(s) {', '.join(absent)}, missing from the header")
+            continue
+        values: dict[str, float] = {}
+        attrs: dict[str, str] = {}
+        bad = False
+        if kind in ("norm", "elementwise"):
+            valid = NORM_OPS if kind == "norm" else ELEMENTWISE_OPS
+            op = cell("op") if "op" in idx else ""
+            if op not in valid:
+                problems.append(f"{path}:{ln}: column op: {op!r} is not a {kind} op (valid: {', '.join(valid)})")
+                continue
+            attrs["op"] = op
+        if kind == "model":
+            got = _parse_model(cell, idx, f"{path}:{ln}", problems)
+            if got is None:
+                continue
+            dtype, extra_values, attrs = got
+            values.update(extra_values)
+        for col in _NEEDED[kind]:
+            if col == "dtype":
+                continue
+            raw = cell(col)
+            if raw == "":
+                problems.append(f"{path}:{ln}: column {col}: required for kind {kind}")
+                bad = True
+                continue
+            try:
+                v = float(raw)
+                if not math.isfinite(v):
+                    raise ValueError
+            except ValueError:
+                problems.append(f"{path}:{ln}: column {col}: not a number ({raw!r})")
+                bad = True
+                continue
+            if col == "causal":
+                if v not in (0.0, 1.0):
+                    problems.append(f"{path}:{ln}: column causal: must be 0 or 1 ({raw!r})")
+                    bad = True
+            elif v <= 0 or v != int(v):
+                problems.append(f"{path}:{ln}: column {col}: must be a positive whole number ({raw!r})")
+                bad = True
+            elif v > MAX_CASE_DIMENSION:
+                # a float this large has lost its integer digits and no op of it could be
+                # simulated: say so at the row, not as "could not be predicted"
+                problems.append(f"{path}:{ln}: column {col}: {raw!r} is larger than any case can be "
+                                f"(at most {MAX_CASE_DIMENSION:,})")
+                bad = True
+            values[col] = v
+        meas = cell("measured_ms")
+        measured = None
+        if meas != "":
+            try:
+                measured = float(meas)
+                if not (measured > 0 and math.isfinite(measured)):
+                    raise ValueError
+            except ValueError:
+                problems.append(f"{path}:{ln}: column measured_ms: must be a positive number ({meas!r})")
+                bad = True
+        if not bad:
+            cases.append(Case(ln, kind, dtype, values, measured, attrs))
+    if problems:
+        shown = problems[:50]
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        raise WorkloadError(f"{path}: {len(problems)} bad row(s):\n  " + "\n  ".join(shown) + more)
+    if not cases:
+        raise WorkloadError(f"{path}: no cases after the header row")
+    return cases
+
+
+def _parse_model(cell, idx: dict, where: str, problems: list[str]):
+    """The columns of a ``model`` case: ``model`` (a name from workloads/ or a YAML path),
+    ``num_layers`` (optional override), ``phase`` (prefill, decode or mixed), ``dtype`` (the
+    GEMM input format: bf16, or fp8 for W8A8), ``weight_dtype`` (optional: the stored weights,
+    e.g. int4 for weight-only), ``batch`` and, by phase,
+
+    * prefill: ``prompt_len`` new tokens per sequence behind ``context_len`` cached (0 if empty);
+    * decode: ``context_len`` cached tokens, one new token per sequence;
+    * mixed: ``batch`` sequences prefilling a ``prompt_len`` chunk behind ``context_len`` cached
+      tokens, plus ``decode_seqs`` sequences decoding over ``decode_ctx`` cached tokens.
+
+    Returns ``(dtype, values, attrs)``, or None after appending the problems."""
+    def col(c):
+        return cell(c) if c in idx else ""
+
+    n0 = len(problems)
+    attrs: dict[str, str] = {}
+    values: dict[str, float] = {}
+    model = col("model")
+    if not model:
+        problems.append(f"{where}: column model: required for kind model (a name: {', '.join(list_models())}; "
+                        "or a YAML path)")
+    elif not (model.endswith((".yaml", ".yml")) or "/" in model) and model not in list_models():
+        problems.append(f"{where}: column model: unknown model {model!r} (valid: {', '.join(list_models())}; "
+                        "or a YAML path)")
+    elif (model.endswith((".yaml", ".yml")) or "/" in model) and not Path(model).is_file():
+        problems.append(f"{where}: column model: no such model file {model!r}")
+    attrs["model"] = model
+    phase = col("phase")
+    if phase not in MODEL_PHASES:
+        problems.append(f"{where}: column phase: {phase!r} is not a model phase (valid: {', '.join(MODEL_PHASES)})")
+    attrs["phase"] = phase
+    dtype = col("dtype") or "bf16"
+    wdt = col("weight_dtype") or dtype
+    for c, v in (("dtype", dtype), ("weight_dtype", wdt)):
+        try:
+            get_format(v)
+        except SimError:
+            problems.append(f"{where}: column {c}: unknown format {v!r} (valid: {', '.join(format_names())})")
+    attrs["weight_dtype"] = wdt
+    need = {"prefill": ("prompt_len",), "decode": ("context_len",),
+            "mixed": ("prompt_len", "decode_seqs", "decode_ctx")}.get(phase, ())
+    for c in ("num_layers", "prompt_len", "context_len", "decode_seqs", "decode_ctx"):
+        raw = col(c)
+        if raw == "":
+            if c in need:
+                problems.append(f"{where}: column {c}: required for a {phase} model case")
+            continue
+        try:
+            v = float(raw)
+            ok = math.isfinite(v) and v == int(v) and (v >= 0 if c in ("context_len", "decode_ctx") else v > 0)
+        except ValueError:
+            ok = False
+        if not ok:
+            kind_ = "a whole number >= 0" if c in ("context_len", "decode_ctx") else "a positive whole number"
+            problems.append(f"{where}: column {c}: must be {kind_} ({raw!r})")
+            continue
+        values[c] = v
+    if len(problems) > n0:
+        return None
+    return dtype, values, attrs
+
+
+# ----------------------------------------------------------------------------- lowering
+
+
+def _gemm_ops(case: Case):
+    """The kernels eager PyTorch runs for one GEMM call on the H200 (the eager_pytorch
+    stack's GEMM rules): ``[(op, Options), ...]``."""
+    return [(kop, Kernel(kop, **lib).options(opts)) for op, opts in _gemm_call(case) for kop, lib in kernels(op, _EAGER)]
+
+
+def _gemm_call(case: Case):
+    """The GEMM one PyTorch call computes; the library path it takes (misaligned strides,
+    int8's sm80 kernels, cuSPARSELt's padding and tile) is the chip's stack's to say
+    (sim.model.stacks, stacks/eager_pytorch.yaml), as for every GEMM of ``sim run``."""
+    m, k, n = case.get("m"), case.get("k"), case.get("n")
+    d = case.dtype
+    if d in ("bf16", "fp16", "fp32"):
+        return [(Gemm("gemm", m, k, n, dtype=d), Options())]
+    if d == "fp8":   # torch._scaled_mm: e4m3 inputs, bf16 output
+        return [(Gemm("gemm", m, k, n, dtype="fp8_e4m3", out_dtype="bf16"), Options())]
+    if d == "int8":  # torch._int_mm: int32 output
+        return [(Gemm("gemm", m, k, n, dtype="int8", out_dtype="int32"), Options())]
+    # bf16_2:4: F.linear with a cuSPARSELt semi-structured weight
+    return [(Gemm("gemm", m, k, n, dtype="bf16", sparsity="2:4"), Options())]
+
+
+def _attention_ops(case: Case):
+    """One ``F.scaled_dot_product_attention`` call; the kernels cuDNN runs for it (the
+    decode and prefill paths, the memset before a prefill kernel) come from the stack."""
+    op = Attention("sdpa", batch=case.get("batch"), heads=case.get("heads"), kv_heads=case.get("kv_heads"),
+                   head_dim=case.get("head_dim"), q_len=case.get("q_len"), kv_len=case.get("kv_len"),
+                   causal=bool(case.values["causal"]), dtype="bf16", fused=True)
+    return [(op, Options())]
+
+
+def _layer_ops(case: Case):
+    """One decoder layer as the trace builder emits it for ``sim run`` (no RoPE, no LM head,
+    no embedding); the stack lowers it to kernels exactly as it lowers a model's layers
+    (eager PyTorch: two cache copies, SiLU and the multiply apart, the attention output
+    copy; validation/gpu/measure.py's DecoderLayer)."""
+    hidden, heads, kvh, hd = case.get("hidden"), case.get("heads"), case.get("kv_heads"), case.get("head_dim")
+    spec = ModelSpec(name="validation_layer", hidden_size=hidden, num_layers=1, num_heads=heads, num_kv_heads=kvh,
+                     head_dim=hd, ffn_size=case.get("ffn"), activation="silu_glu", norm="rmsnorm",
+                     positional="none", vocab_size=32000, max_context=max(case.get("kv_len"), 1))
+    q, kv, b = case.get("q_len"), case.get("kv_len"), case.get("batch")
+    if q > kv:
+        raise WorkloadError(f"line {case.line}: q_len {q} > kv_len {kv}")
+    return build_iteration(spec, Iteration(tuple(Sequence(q, kv - q) for _ in range(b)), label="layer"),
+                           include_lm_head=False, include_embedding=False)
+
+
+def _sdpa_ops(op):
+    """The kernels eager PyTorch's SDPA (cuDNN) runs for one fused attention op on the H200
+    (the eager_pytorch stack's attention rule): ``[(op, Options), ...]``."""
+    return [(kop, Kernel(kop, **lib).options(Options())) for kop, lib in kernels(op, _EAGER)]
+
+
+def case_kernels(chip, case: Case) -> list:
+    """The kernels a case is priced by: ``[(op, Options), ...]``, through the chip's stack
+    (:mod:`sim.model.stacks`) - the lowering ``sim run`` uses for the same ops."""
+    stack = chip_stack(chip)
+    lowered = _LOWER[case.kind](case)
+    if isinstance(lowered, Trace):
+        return [(k.op, k.options(Options())) for k in lower_trace(lowered, stack) for _ in range(k.repeat)]
+    return [(kop, Kernel(kop, **lib).options(opts)) for op, opts in lowered for kop, lib in kernels(op, stack)]
+
+
+def _copy_ops(case: Case):
+    return [(Copy("copy", case.get("bytes")), Options())]
+
+
+def _bmm_ops(case: Case):
+    """``torch.bmm``: ``batch`` independent GEMMs in one cuBLAS batched kernel."""
+    return [(Gemm("bmm", case.get("m"), case.get("k"), case.get("n"), count=case.get("batch"), dtype=case.dtype),
+             Options())]
+
+
+def _vector_bytes(case: Case, elements: int) -> int:
+    return get_format(case.dtype).bytes_for(elements)
+
+
+def _softmax_ops(case: Case):
+    """``torch.softmax`` over the last dimension: rows ``m`` of ``n`` values, read and written once."""
+    el = case.get("m") * case.get("n")
+    b = _vector_bytes(case, el)
+    return [(VectorOp("softmax", "softmax", el, VECTOR_OPS_PER_ELEMENT["softmax"], b, b), Options())]
+
+
+def _norm_ops(case: Case):
+    """``F.rms_norm`` / ``F.layer_norm`` over rows ``m`` of ``n`` values (the LLM trace builder's
+    norm: the tensor read and written once, the weight (and bias) read once)."""
+    op = case.attrs["op"]
+    m, n = case.get("m"), case.get("n")
+    params = n * (2 if op == "layernorm" else 1)
+    b = _vector_bytes(case, m * n)
+    return [(VectorOp(op, op, m * n, VECTOR_OPS_PER_ELEMENT[op], b + _vector_bytes(case, params), b), Options())]
+
+
+def _elementwise_ops(case: Case):
+    """One elementwise kernel over ``n`` values: ``add`` / ``mul`` read two tensors, the
+    activations one; each writes one."""
+    op = case.attrs["op"]
+    n = case.get("n")
+    b = _vector_bytes(case, n)
+    reads = 2 if op in ("add", "mul") else 1
+    per = {"add": 1.0, "mul": 1.0, "silu": VECTOR_OPS_PER_ELEMENT["silu_mul"] - 1.0,
+           "gelu": VECTOR_OPS_PER_ELEMENT["gelu"], "relu": VECTOR_OPS_PER_ELEMENT["relu"]}[op]
+    return [(VectorOp(op, op, n, per, reads * b, b), Options())]
+
+
+_LOWER = {"gemm": _gemm_call, "attention": _attention_ops, "layer": _layer_ops, "copy": _copy_ops,
+          "bmm": _bmm_ops, "softmax": _softmax_ops, "norm": _norm_ops, "elementwise": _elementwise_ops}
+
+
+def model_sequences(case: Case):
+    """The iteration of a ``model`` case as :class:`~sim.model.workload.llm.Sequence` objects."""
+    b = case.get("batch")
+    past = int(case.values.get("context_len", 0))
+    phase = case.attrs["phase"]
+    if phase == "decode":
+        return [Sequence(1, past)] * b
+    seqs = [Sequence(case.get("prompt_len"), past)] * b
+    if phase == "mixed":
+        seqs += [Sequence(1, int(case.values["decode_ctx"]))] * case.get("decode_seqs")
+    return seqs
+
+
+def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
+    """A ``model`` case through the path ``sim run`` takes: prefill and decode steps are
+    :func:`sim.apps.inference.run_llm` itself; a mixed iteration is the same steps run_llm takes for
+    one iteration (its precision, fit check, :func:`~sim.model.workload.llm.build_iteration` with the
+    chip's attention lowering, :func:`~sim.apps.inference.run_trace`) on the mixed batch.  No
+    lowering of its own.  Plus, once, the event-timing overhead of the timed call."""
+    nl = case.values.get("num_layers")
+    spec = load_model_spec(case.attrs["model"], overrides={"num_layers": int(nl)} if nl else None)
+    phase = case.attrs["phase"]
+    dtype = case.dtype
+    wdt = case.attrs.get("weight_dtype") or dtype
+    b = case.get("batch")
+    past = int(case.values.get("context_len", 0))
+    if phase in ("prefill", "decode"):
+        kw = dict(phase=phase, batch=b, context_len=past, dtype=dtype, weight_dtype=wdt)
+        if phase == "prefill":
+            kw["prompt_len"] = case.get("prompt_len")
+        res = run_llm(chip, spec, **kw)
+        seconds, ops = res["ttft_s" if phase == "prefill" else "tpot_s"], res["ops"]
+    else:
+        if dtype is None:  # pragma: no cover - the parser always sets one
+            dtype = default_dtype(chip)
+        precision = Precision(dtype=dtype, weight_dtype=wdt)
+        seqs = model_sequences(case)
+        fit = check_fit(chip, spec, precision, Parallelism(), len(seqs), max(s.kv_len for s in seqs))
+        if not fit["fits"]:
+            raise WorkloadError(f"{spec.name} does not fit one {chip.name}: {fit['bytes_per_chip'] / 1e9:,.1f} GB "
+                                f"of weights and KV cache, {fit['capacity_bytes_per_chip'] / 1e9:,.1f} GB of memory")
+        trace = build_iteration(spec, Iteration(tuple(seqs), label="mixed"), precision=precision,
+                                attention=chip.attention_lowering)
+        res = run_trace(chip, trace, label="mixed", dtype=dtype)
+        seconds, ops = res.seconds, res.ops
+    overhead = chip.runtime.event_timing_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
+    bounds = [o["bound"] for o in ops]
+    out = {"predicted_ms": (seconds + overhead) * 1e3, "kernels": int(sum(o["repeat"] for o in ops)),
+           "bound": max(set(bounds), key=bounds.count) if bounds else ""}
+    if with_ops:
+        out["ops"] = ops
+    return out
+
+
+def predict(chip, case: Case) -> dict[str, Any]:
+    """Predicted milliseconds of one case on ``chip`` and the ops behind it."""
+    if case.kind == "model":
+        return predict_model(chip, case)
+    ops = case_kernels(chip, case)
+    total = 0.0
+    kernels = 0
+    bounds = []
+    for op, opts in ops:
+        r = simulate_op(chip, op, opts)
+        total += r.seconds
+        kernels += 1 + (1 if "second_kernel" in r.details else 0)
+        bounds.append(r.bound)
+    overhead = chip.runtime.event_timing_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
+    if case.kind == "copy" and chip.runtime is not None:
+        # a copy case is one cudaMemcpy: its runtime's tail handling (microbenchmarked)
+        overhead += chip.runtime.memcpy_extra_ns(case.get("bytes")) * 1e-9
+    pred_ms = (total + overhead) * 1e3
+    return {"predicted_ms": pred_ms, "kernels": kernels, "bound": max(set(bounds), key=bounds.count) if bounds else ""}
+
+
+def _predict_row(chip, c: Case) -> dict[str, Any]:
+    row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **c.attrs, **{k: int(v) for k, v in c.values.items()},
+           "measured_ms": c.measured_ms}
+    t0 = time.perf_counter()
+    try:
+        row.update(predict(chip, c))
+        row["error"] = ""
+    except SimError as exc:
+        row.update({"predicted_ms": float("nan"), "kernels": 0, "bound": "", "error": str(exc)})
+    row["wall_s"] = time.perf_counter() - t0
+    if c.measured_ms and row["predicted_ms"] == row["predicted_ms"]:
+        row["error_pct"] = 100.0 * (row["predicted_ms"] - c.measured_ms) / c.measured_ms
+    else:
+        row["error_pct"] = float("nan")
+    return row
+
+
+_WORKER_CHIP = None
+
+
+def _worker_init(chip) -> None:
+    global _WORKER_CHIP
+    _WORKER_CHIP = chip
+
+
+def _worker_predict(c: Case) -> dict[str, Any]:
+    return _predict_row(_WORKER_CHIP, c)
+
+
+def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1):
+    """Predict every case; return a DataFrame with measured, predicted and signed error (%).
+
+    ``jobs`` > 1 spreads the cases over that many processes; every case is predicted the
+    same way wherever it runs (the simulator is deterministic), so the table is identical
+    to a serial run's except for the ``wall_s`` column."""
+    import pandas as pd
+
+
+    if isinstance(chip, (str, Path)):
+        chip = load_chip(chip)
+    cases = read_cases(cases_path)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        # on a terminal a live bar; in a log (CI, nohup) a line every 10 s, so a long run is never silent
+        bar = tqdm(total=len(cases), desc="validate", unit="case", file=sys.stderr,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
+    rows: list[dict[str, Any]] = []
+    jobs = max(1, min(int(jobs), len(cases)))
+    if jobs == 1:
+        for c in cases:
+            rows.append(_predict_row(chip, c))
+            if bar is not None:
+                bar.update()
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fresh interpreter per worker (no forked locks or compiled-code state)
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                                 initargs=(chip,)) as pool:
+            for row in pool.map(_worker_predict, cases, chunksize=1):
+                rows.append(row)
+                if bar is not None:
+                    bar.update()
+    if bar is not None:
+        bar.close()
+    return pd.DataFrame(rows)
+
+
+def summarize(df) -> dict[str, Any]:
+    """Median / p90 / max absolute error (%) overall and per kind (and per gemm dtype)."""
+    def stats(sub) -> dict[str, Any]:
+        e = sub["error_pct"].dropna().abs()
+        if e.empty:
+            return {"cases": int(len(sub)), "median_abs_error_pct": None, "p90_abs_error_pct": None,
+                    "max_abs_error_pct": None, "mean_signed_error_pct": None}
+        return {"cases": int(len(sub)), "median_abs_error_pct": float(e.median()),
+                "p90_abs_error_pct": float(np.percentile(e, 90)), "max_abs_error_pct": float(e.max()),
+                "mean_signed_error_pct": float(sub["error_pct"].dropna().mean())}
+
+    out = {**stats(df), "failed": int((df["error"] != "").sum())}
+    out["by_kind"] = {k: stats(g) for k, g in df.groupby("kind")}
+    gem = df[df["kind"] == "gemm"]
+    if not gem.empty:
+        out["by_gemm_dtype"] = {d: stats(g) for d, g in gem.groupby("dtype")}
+    mod = df[df["kind"] == "model"]
+    if not mod.empty:
+        out["by_model"] = {d: stats(g) for d, g in mod.groupby("model")}
+        out["by_model_phase"] = {d: stats(g) for d, g in mod.groupby("phase")}
+        out["by_model_weight_dtype"] = {d: stats(g) for d, g in mod.groupby("weight_dtype")}
+    return out
+
+
+def scatter_plot(df, path: str | Path, title: str) -> Path:
+    plt = _plt()
+    colors = {"gemm": "#1f77b4", "attention": "#d62728", "layer": "#2ca02c", "copy": "#9467bd", "model": "#ff7f0e",
+              "bmm": "#17becf", "softmax": "#8c564b", "norm": "#e377c2", "elementwise": "#7f7f7f"}
+    fig, ax = plt.subplots(figsize=(7, 6.5), dpi=120)
+    ok = df.dropna(subset=["predicted_ms", "measured_ms"])
+    for kind, g in ok.groupby("kind"):
+        e = g["error_pct"].abs()
+        ax.scatter(g["measured_ms"], g["predicted_ms"], s=16, alpha=0.75, color=colors.get(kind, "0.4"),
+                   label=f"{kind} (n={len(g)}, median |err| {e.median():.1f}%)")
+    if not ok.empty:
+        lo = min(ok["measured_ms"].min(), ok["predicted_ms"].min()) / 1.5
+        hi = max(ok["measured_ms"].max(), ok["predicted_ms"].max()) * 1.5
+        x = np.array([lo, hi])
+        ax.plot(x, x, color="k", lw=1)
+        ax.fill_between(x, x / 1.25, x * 1.25, color="0.85", alpha=0.5, label="±25%")
+        ax.fill_between(x, x / 1.1, x * 1.1, color="0.7", alpha=0.5, label="±10%")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured (ms)")
+    ax.set_ylabel("predicted (ms)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- CLI
+
+

@@ -1,0 +1,64 @@
+"""`sim gemm CHIP --m --k --n`: one GEMM on a chip."""
+from __future__ import annotations
+
+import json
+
+from sim.cli._common import chip_from_args, chip_options, note, print_kv
+from sim.ir.results import _json_default
+
+
+def add_parser(sub) -> None:
+    g = sub.add_parser("gemm", help="simulate one GEMM C[m×n] = A[m×k]·B[k×n]")
+    chip_options(g)
+    g.add_argument("--m", type=int, required=True, help="rows of A and C (tokens, for an LLM layer)")
+    g.add_argument("--k", type=int, required=True, help="the reduction dimension (columns of A, rows of B)")
+    g.add_argument("--n", type=int, required=True, help="columns of B and C (output features)")
+    g.add_argument("--count", type=int, default=1, help="independent GEMMs of this shape (batched)")
+    g.add_argument("--array", metavar="ROWSxCOLS", help="override the (first) array's size")
+    g.add_argument("--dataflow", help="ws, os, is or rs (default: the array's default)")
+    g.add_argument("--row-length", type=int, default=None, help="RS: weight row segment length per PE")
+    g.add_argument("--dtype", default=None,
+                   help="input/compute format (bf16, fp16, fp32, fp8, int8, fp4, ...; `sim list formats`); default: "
+                        "the first of bf16, fp16, fp8, int8, fp32 that the chip computes, as `sim run` does")
+    g.add_argument("--weight-dtype", default=None, help="weight storage format (default: --dtype)")
+    g.add_argument("--sparsity", choices=["2:4", "unstructured"], default=None,
+                   help="sparse weights: 2:4 structured (compressed, 2:4 units skip half the MACs) or "
+                        "unstructured (no speedup on a dense array)")
+    g.add_argument("--memory", choices=["ideal", "modeled"], default="modeled",
+                   help="ideal: stall-free compute cycles (SCALE-Sim comparable); modeled: SRAM + HBM timing")
+    g.add_argument("--fidelity", choices=["high", "fast"], default="high",
+                   help="fast: sample large problems more briefly (a few %% less accurate)")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from sim.apps.inference import DEFAULT_DTYPES, default_dtype
+    from sim.apps.single_op import simulate_gemm
+
+    chip = chip_from_args(args)
+    dtype = args.dtype
+    if dtype is None:  # as `sim run` does: the first usual format the chip computes
+        dtype = default_dtype(chip)
+        if dtype != DEFAULT_DTYPES[0]:
+            note(args, f"--dtype not given: using {dtype}, the first of {', '.join(DEFAULT_DTYPES)} that "
+                       f"{chip.name} computes")
+    r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=dtype,
+                      weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
+                      memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)
+    if args.json:
+        print(json.dumps({"dtype": dtype, **r.to_dict()}, default=_json_default))
+        return 0
+    m = r.mapping
+    comp = m.get("compute", {})
+    print(f"GEMM {args.m}x{args.k}x{args.n} ({dtype}) on {chip.name}: {comp.get('rows')}x{comp.get('cols')} "
+          f"array, dataflow {comp.get('dataflow')}, memory {r.memory}")
+    print_kv({
+        "cycles": r.cycles, "compute_cycles": r.compute_cycles, "stall_cycles": r.stall_cycles,
+        "seconds": r.seconds, "utilization": r.utilization, "macs": r.macs,
+        "dram_read_bytes": r.dram_read_bytes, "dram_write_bytes": r.dram_write_bytes,
+        "energy_pj": r.energy_pj, "bound": r.bound, "traffic_bound": r.traffic_bound, "roofline_cycles": r.roofline_cycles,
+        "mapping": f"{m['distribution']} on {m['cores_used']} core(s), tiles {m['tile_m']}x{m['tile_n']}x{m['tile_k']} "
+                   f"(m x n x k), order {m['loop_order']}, {m['search_space']} candidates searched",
+    })
+    return 0

@@ -1,0 +1,102 @@
+"""`sim run CHIP MODEL`: an LLM's prefill, decode step or generation on a chip
+(:func:`sim.apps.inference.run_llm`, imported when the command runs)."""
+from __future__ import annotations
+
+import json
+
+from sim.cli._common import print_kv, print_table
+from sim.errors import SimError
+from sim.ir.results import _json_default
+from sim.spec.registry import load_chip
+
+#: the largest batch `sim run` accepts (the workload is built per sequence)
+MAX_BATCH = 1 << 20
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("run", help="simulate an LLM (prefill, decode step, or generation) on a chip")
+    r.add_argument("chip", help="chip YAML path or name (sim list chips)")
+    r.add_argument("model", help="model YAML path or name (sim list workloads)")
+    r.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value")
+    r.add_argument("--phase", choices=["prefill", "decode", "generate"], default="generate")
+    r.add_argument("--batch", type=int, default=1)
+    r.add_argument("--prompt-len", type=int, default=2048, help="prompt tokens per sequence")
+    r.add_argument("--context-len", type=int, default=None,
+                   help="decode: cached tokens (default --prompt-len); prefill: cached prefix tokens")
+    r.add_argument("--new-tokens", type=int, default=128, help="generate: decode steps after the prefill")
+    r.add_argument("--draft-tokens", type=int, default=0, help="decode: verify this many speculative tokens (+1)")
+    r.add_argument("--dtype", default=None,
+                   help="activation/compute format (default: bf16, or the chip's first of fp16, fp8, int8 "
+                        "when it has no bf16 units)")
+    r.add_argument("--weight-dtype", default=None, help="weight format (int8, int4, fp8, mxfp4, nvfp4, ...)")
+    r.add_argument("--kv-dtype", default=None, help="KV-cache format (int8, fp8, ...)")
+    r.add_argument("--sparsity", choices=["2:4", "unstructured"], default=None,
+                   help="sparse weights: 2:4 structured or unstructured (no speedup on a dense array)")
+    r.add_argument("--tensor-parallel", type=int, default=1)
+    r.add_argument("--collective", choices=["ring", "tree"], default="ring",
+                   help="algorithm of the tensor-parallel all-reduces and all-gathers")
+    r.add_argument("--pipeline-parallel", type=int, default=1)
+    r.add_argument("--attention", choices=["fused", "unfused"], default=None,
+                   help="attention lowering (default: the chip's attention_lowering, fused unless it says)")
+    r.add_argument("--stack", default=None,
+                   help="software stack that turns the model's ops into kernels (stacks/*.yaml: ideal, eager_pytorch, "
+                        "fused_serving, ...; default: the chip's software_stack, else ideal)")
+    r.add_argument("--dataflow", default=None)
+    r.add_argument("--memory", choices=["ideal", "modeled"], default="modeled")
+    r.add_argument("--fidelity", choices=["high", "fast"], default="high",
+                   help="fast: sample large ops more briefly (a few %% less accurate)")
+    r.add_argument("--allow-overflow", action="store_true", help="simulate even if the model does not fit")
+    r.add_argument("--top", type=int, default=12, help="ops shown in the breakdown table")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(func=run)
+
+
+def _check_arguments(args) -> None:
+    for opt in ("batch", "tensor_parallel", "pipeline_parallel", "prompt_len", "new_tokens"):
+        v = getattr(args, opt, None)
+        if v is not None and v < (0 if opt == "new_tokens" else 1):
+            raise SimError(f"--{opt.replace('_', '-')} must be >= {0 if opt == 'new_tokens' else 1}, got {v}")
+    if args.batch > MAX_BATCH:
+        raise SimError(f"--batch {args.batch:,} is above the limit of {MAX_BATCH:,} sequences")
+    from sim.apps.single_op import check_limits
+
+    check_limits(load_chip(args.chip, overrides=args.set or []))
+    if getattr(args, "model_set", None):
+        from sim.model.workload.models import load_model_spec
+
+        args.model = load_model_spec(args.model, overrides=list(args.model_set))
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    from sim.apps.inference import run_llm
+    from sim.model.engine.lower import Options
+
+    _check_arguments(args)
+    chip = load_chip(args.chip, overrides=args.set or [])
+    res = run_llm(chip, args.model, phase=args.phase, batch=args.batch, prompt_len=args.prompt_len,
+                  context_len=args.context_len, new_tokens=args.new_tokens, draft_tokens=args.draft_tokens,
+                  dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,
+                  tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
+                  collective=args.collective,
+                  attention=args.attention, stack=args.stack, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
+                  allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False))
+    if args.json:
+        print(json.dumps(res, default=_json_default))
+        return 0
+    print(f"{res['model']} on {res['chip']} ({res['phase']}, batch {res['batch']}, "
+          f"{res['precision']['dtype']}/{res['precision']['weight_dtype']} weights/{res['precision']['kv_dtype']} KV, "
+          f"TP{args.tensor_parallel} PP{args.pipeline_parallel}, {res['attention']} attention, "
+          f"{res['stack']} stack)")
+    keys = ["seconds", "ttft_s", "tpot_s", "tokens_per_s", "mfu", "mbu", "energy_j", "energy_per_token_j",
+            "kv_cache_bytes", "kv_cache_bytes_per_sequence"]
+    print_kv({k: res[k] for k in keys if k in res})
+    df = pd.DataFrame(res["ops"])
+    keys_ = (["phase"] if res["phase"] == "generate" else []) + ["op", "kind", "bound"]
+    top = (df.groupby(keys_, as_index=False)[["total_seconds"]].sum()
+           .sort_values("total_seconds", ascending=False).head(args.top))
+    top["share"] = top["total_seconds"] / df["total_seconds"].sum()
+    print("\nbiggest ops:")
+    print_table(top.to_dict("records"))
+    return 0

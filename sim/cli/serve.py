@@ -1,0 +1,164 @@
+"""`sim serve CHIP MODEL ...`: the command-line front end of :func:`sim.apps.serving.serve`."""
+from __future__ import annotations
+
+import math
+import sys
+
+from sim.errors import SimError, WorkloadError
+from sim.spec.registry import load_chip
+
+#: printed summary keys, in order
+_SHOWN = ("requests", "finished", "dropped", "unfinished", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+          "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "queue_p99_s", "throughput_req_per_s", "output_tokens_per_s",
+          "output_tokens_per_s_per_chip", "goodput_req_per_s", "slo_attainment", "kv_utilisation_mean",
+          "kv_utilisation_max", "batch_mean", "preemptions", "prefix_hit_rate", "energy_per_output_token_j",
+          "cost_per_million_output_tokens", "mean_in_system", "queue_growth_per_s", "stable", "iterations",
+          "grid_points_simulated")
+
+
+def parse_lengths(text: str, what: str):
+    """``N`` (fixed), ``uniform:LOW:HIGH``, ``lognormal:MEDIAN:SIGMA[:LOW:HIGH]``, ``file:PATH[:COLUMN]``."""
+    from sim.apps.serving.workload import LengthDist
+
+    t = str(text).strip()
+    parts = t.split(":")
+    try:
+        if len(parts) == 1:
+            return LengthDist("fixed", value=int(parts[0]))
+        kind = parts[0]
+        if kind == "uniform" and len(parts) == 3:
+            return LengthDist("uniform", low=int(parts[1]), high=int(parts[2]))
+        if kind == "lognormal" and len(parts) in (3, 5):
+            lo, hi = (int(parts[3]), int(parts[4])) if len(parts) == 5 else (1, 1 << 20)
+            return LengthDist("lognormal", mean_log=math.log(float(parts[1])), sigma_log=float(parts[2]), low=lo, high=hi)
+        if kind == "file" and len(parts) in (2, 3):
+            return LengthDist.from_file(parts[1], parts[2] if len(parts) == 3 else None)
+    except ValueError:
+        pass
+    raise WorkloadError(f"--{what}: expected N, uniform:LOW:HIGH, lognormal:MEDIAN:SIGMA[:LOW:HIGH] or "
+                        f"file:PATH[:COLUMN], got {text!r}")
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("serve", help="simulate request-level LLM serving (SimPy): batching, KV cache, TTFT/TPOT")
+    s.add_argument("chip", help="chip YAML path or name (sim list chips)")
+    s.add_argument("model", help="model YAML path or name (sim list workloads)")
+    s.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value (repeatable)")
+    w = s.add_argument_group("workload")
+    w.add_argument("--rate", type=float, default=8.0, help="mean arrival rate, requests/s (default 8)")
+    w.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (default 60)")
+    w.add_argument("--num-requests", type=int, default=None, help="exactly this many requests (instead of --duration)")
+    w.add_argument("--arrival", choices=["poisson", "gamma", "fixed"], default="poisson", help="arrival process")
+    w.add_argument("--cv", type=float, default=1.0, help="gamma arrivals: coefficient of variation of the gaps")
+    w.add_argument("--prompt", default="512", help="prompt tokens: N, uniform:LO:HI, lognormal:MEDIAN:SIGMA[:LO:HI], "
+                                                  "file:PATH[:COLUMN] (default 512)")
+    w.add_argument("--output", default="128", help="output tokens, same forms as --prompt (default 128)")
+    w.add_argument("--trace", default=None, help="replay a CSV/JSONL trace (arrival_s, prompt_tokens, output_tokens"
+                                                 "[, prefix_id, prefix_tokens]) instead of generating arrivals")
+    w.add_argument("--prefix-groups", type=int, default=0, help="requests share one of this many prefixes")
+    w.add_argument("--prefix-tokens", type=int, default=0, help="tokens of each shared prefix")
+    w.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    d = s.add_argument_group("deployment")
+    d.add_argument("--scheduler", default="continuous",
+                   help="static, dynamic, continuous, chunked_prefill or disaggregated (default continuous)")
+    d.add_argument("--replicas", type=int, default=1, help="model replicas (default 1)")
+    d.add_argument("--tensor-parallel", type=int, default=1, help="chips per replica, tensor parallel")
+    d.add_argument("--router", default="least_outstanding",
+                   help="round_robin, least_outstanding or prefix_affinity (default least_outstanding)")
+    d.add_argument("--max-batch", type=int, default=256, help="sequences per iteration at most (default 256)")
+    d.add_argument("--token-budget", type=int, default=None,
+                   help="new tokens per iteration at most (chunked_prefill default 512; others max(context, 2048))")
+    d.add_argument("--timeout-ms", type=float, default=None, help="dynamic batching: oldest request's wait limit")
+    d.add_argument("--block-tokens", type=int, default=16, help="KV-cache block size in tokens (default 16)")
+    d.add_argument("--kv-capacity-tokens", type=int, default=None,
+                   help="KV-cache tokens per replica (default: chip memory x 0.9 minus weights)")
+    d.add_argument("--preemption", choices=["recompute", "swap"], default="recompute", help="when the KV cache is full")
+    d.add_argument("--prefix-caching", action="store_true", help="reuse cached prefixes (LRU)")
+    d.add_argument("--speculative-k", type=int, default=0, help="speculative decoding: drafted tokens per step")
+    d.add_argument("--alpha", default="0.7", help="acceptance rate, or a comma-separated per-position profile")
+    d.add_argument("--draft-model", default=None, help="draft model (costed on the same chips); none: no draft cost")
+    d.add_argument("--prefill-replicas", type=int, default=None, help="disaggregated: replicas in the prefill pool")
+    d.add_argument("--kv-link-gb-per-s", type=float, default=None,
+                   help="disaggregated: KV transfer bandwidth per chip (default: the chip's interconnect)")
+    d.add_argument("--dtype", default=None, help="activation format (default bf16 where the chip has it)")
+    d.add_argument("--weight-dtype", default=None, help="weight format (int8, fp8, ...)")
+    d.add_argument("--kv-dtype", default=None, help="KV-cache format")
+    d.add_argument("--stack", default=None,
+                   help="software stack whose kernels run the ops (stacks/: eager_pytorch, fused_serving, ideal; "
+                        "default: the chip's software_stack)")
+    d.add_argument("--fidelity", choices=["high", "fast"], default="high", help="engine fidelity of the grid points")
+    o = s.add_argument_group("limits, SLOs and output")
+    o.add_argument("--max-queue", type=int, default=None, help="drop arrivals when a replica has this many waiting")
+    o.add_argument("--drain", type=float, default=None,
+                   help="simulated seconds after the last arrival before stopping (default max(60, arrival span))")
+    o.add_argument("--slo-ttft-ms", type=float, default=None, help="TTFT target for goodput")
+    o.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target for goodput")
+    o.add_argument("--slo", action="append", metavar="METRIC=MS", help="any SLO: ttft, tpot, e2e or queue (repeatable)")
+    o.add_argument("--price-per-chip-hour", type=float, default=None, help="$ per chip-hour, for cost per M tokens")
+    o.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    o.add_argument("--out", default=None, help="write requests.csv, iterations.csv, timeline.csv, summary.json here")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=run)
+
+
+def _slos(args) -> dict:
+    slos = {}
+    if args.slo_ttft_ms is not None:
+        slos["ttft"] = args.slo_ttft_ms / 1e3
+    if args.slo_tpot_ms is not None:
+        slos["tpot"] = args.slo_tpot_ms / 1e3
+    for item in args.slo or []:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise WorkloadError(f"--slo: expected METRIC=MS, got {item!r}")
+        try:
+            ms = float(v)
+        except ValueError:
+            raise WorkloadError(f"--slo {k}: {v!r} is not a number of milliseconds") from None
+        slos[k.strip()] = ms / 1e3
+    return slos
+
+
+def run(args) -> int:
+    from sim.apps.serving import serve
+
+    chip = load_chip(args.chip, overrides=args.set or [])
+    try:
+        alpha = [float(a) for a in str(args.alpha).split(",")]
+    except ValueError:
+        raise SimError(f"--alpha: expected a number or comma-separated numbers, got {args.alpha!r}") from None
+    res = serve(chip, args.model, scheduler=args.scheduler, rate_per_s=args.rate, duration_s=args.duration,
+                num_requests=args.num_requests, arrival=args.arrival, cv=args.cv,
+                prompt=parse_lengths(args.prompt, "prompt"), output=parse_lengths(args.output, "output"),
+                trace=args.trace, prefix_groups=args.prefix_groups, prefix_tokens=args.prefix_tokens, seed=args.seed,
+                replicas=args.replicas, tensor_parallel=args.tensor_parallel, router=args.router,
+                max_batch=args.max_batch, token_budget=args.token_budget,
+                timeout_s=None if args.timeout_ms is None else args.timeout_ms / 1e3, block_tokens=args.block_tokens,
+                kv_capacity_tokens=args.kv_capacity_tokens, preemption=args.preemption,
+                prefix_caching=args.prefix_caching, speculative_k=args.speculative_k,
+                speculative_alpha=alpha[0] if len(alpha) == 1 else tuple(alpha), draft_model=args.draft_model,
+                prefill_replicas=args.prefill_replicas, kv_link_gb_per_s=args.kv_link_gb_per_s, dtype=args.dtype,
+                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, fidelity=args.fidelity, stack=args.stack,
+                max_queue=args.max_queue, drain_s=args.drain, slos=_slos(args),
+                price_per_chip_hour=args.price_per_chip_hour,
+                progress=not args.no_progress and not args.json and sys.stderr.isatty())
+    if args.out:
+        res.save(args.out)
+    if args.json:
+        print(res.to_json())
+        return 0
+    s = res.summary
+    print(f"{s['model']} on {s['replicas']} x {s['chip']} (TP{s['tensor_parallel']}), {s['scheduler']} scheduler, "
+          f"{s['requests']} requests over {s['makespan_s']:.1f} simulated s")
+    width = max(len(k) for k in _SHOWN)
+    for k in _SHOWN:
+        if k in s and s[k] is not None:
+            v = s[k]
+            txt = f"{v:,.6g}" if isinstance(v, float) else str(v)
+            print(f"  {k:<{width}}  {txt}")
+    if not s["stable"]:
+        print(f"\noverloaded: {s['dropped']} dropped, {s['unfinished']} unfinished when the run stopped; the queue "
+              f"grew by {s.get('queue_growth_per_s', 0.0):,.2f} requests/s", file=sys.stderr)
+    if args.out:
+        print(f"\nwrote {args.out}/requests.csv, iterations.csv, timeline.csv, summary.json", file=sys.stderr)
+    return 0

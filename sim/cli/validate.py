@@ -1,0 +1,60 @@
+"""`sim validate CHIP CASES.csv`: predict measured GPU cases and report the error
+(:mod:`sim.apps.validation`, imported when the command runs)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from sim.errors import WorkloadError
+from sim.spec.registry import load_chip
+
+
+def add_parser(sub) -> None:
+    v = sub.add_parser("validate", help="predict measured cases (CSV) and report the error")
+    v.add_argument("chip", help="chip YAML path or name (e.g. h200_sxm)")
+    v.add_argument("cases", help="case CSV: kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,"
+                                 "hidden,ffn,bytes,measured_ms")
+    v.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value")
+    v.add_argument("--out", default=None, help="folder for predictions.csv, summary.json and scatter.png")
+    v.add_argument("--json", action="store_true", help="the last line printed is one JSON summary object")
+    v.add_argument("-j", "--jobs", type=int, default=None,
+                   help="processes to predict with (default: the machine's cores, at most 8)")
+    v.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    from sim.apps.validation import scatter_plot, summarize, validate
+
+    chip = load_chip(args.chip, overrides=args.set or [])
+    jobs = args.jobs if args.jobs is not None else min(8, os.cpu_count() or 1)
+    if jobs < 1:
+        raise WorkloadError(f"--jobs must be at least 1 (got {jobs})")
+    df = validate(chip, args.cases, progress=not getattr(args, "quiet", False), jobs=jobs)
+    summary = summarize(df)
+    summary["chip"] = chip.name
+    summary["cases_file"] = str(args.cases)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "predictions.csv", index=False)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        scatter_plot(df, out / "scatter.png", f"{chip.name}: predicted vs measured ({Path(args.cases).name})")
+    cols = ["line", "kind", "dtype", "measured_ms", "predicted_ms", "error_pct", "bound"]
+    with pd.option_context("display.max_rows", 100000, "display.width", 200, "display.float_format",
+                           lambda v: f"{v:,.4g}"):
+        if not args.json:
+            print(df[cols].to_string(index=False))
+        table = [{"kind": k, **v} for k, v in summary["by_kind"].items()]
+        table.append({"kind": "all", **{k: summary[k] for k in ("cases", "median_abs_error_pct",
+                                                                 "p90_abs_error_pct", "max_abs_error_pct",
+                                                                 "mean_signed_error_pct")}})
+        print(pd.DataFrame(table).to_string(index=False), file=sys.stderr if args.json else sys.stdout)
+    if summary["failed"]:
+        print(f"{summary['failed']} case(s) could not be predicted (see the error column)", file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary))
+    return 0

@@ -1,0 +1,9 @@
+"""The intermediate representation: what flows between the layers.
+
+* :mod:`sim.ir.ops` - the op types (Gemm, Conv2d, Attention, VectorOp, Copy, Collective): frozen,
+  validated on construction, one protocol (``flops``, ``macs``, min DRAM bytes);
+* :mod:`sim.ir.results` - :class:`~sim.ir.results.OpResult`, the typed result of one op, and its
+  DataFrame / JSON forms.
+
+Imports only :mod:`sim.spec` (number formats) and :mod:`sim.errors`.
+"""

@@ -1,0 +1,97 @@
+"""The clock an op runs at under its chip's power limit (DVFS): the op is re-simulated at each
+clock tried, from the boost clock down, until its power fits (the model is in
+:mod:`sim.model.cost.power`)."""
+from __future__ import annotations
+
+import dataclasses
+
+import sim.model.cost.energy as E
+from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at_clock, op_power_w
+from sim.model.engine.lower import Options
+from sim.model.engine.run import simulate_op_at_clock as simulate_op
+
+__all__ = ["power_at", "dvfs_clock", "simulate_op_dvfs", "calibrate_array_cycle_pj"]
+
+
+def power_at(chip, op, options, clock_mhz: float):
+    """(result, power W) of ``op`` simulated at ``clock_mhz``."""
+
+    r = simulate_op(at_clock(chip, clock_mhz), op, options)
+    return r, op_power_w(r)
+
+
+def dvfs_clock(chip, op, options=None):
+    """(clock MHz, result at that clock, power W, limited) for ``op`` under the chip's power
+    limit: the boost clock when it fits, else the highest grid clock that does (the
+    minimum clock, ``limited`` True, when none does)."""
+
+    options = options or Options()
+    pw = chip.power
+    limit = pw.tdp_w * (1.0 + POWER_TOLERANCE)
+    f = pw.boost_clock_mhz
+    r, p = power_at(chip, op, options, f)
+    if p <= limit:
+        return f, r, p, False
+    feasible = None
+    infeasible = f  # the lowest clock known to be above the limit
+    for _ in range(MAX_STEPS):
+        nxt = _grid(pw, min(_predict(chip, r, f), infeasible - pw.clock_step_mhz))
+        if feasible is not None and nxt <= feasible[0]:
+            break
+        r2, p2 = power_at(chip, op, options, nxt)
+        if p2 <= limit:
+            feasible = (nxt, r2, p2)
+            if nxt + pw.clock_step_mhz >= infeasible or nxt >= pw.boost_clock_mhz:
+                break
+            # the prediction from an infeasible clock undershoots only when time grows
+            # slower than 1/f; one grid step up may still fit
+            f_up = nxt + pw.clock_step_mhz
+            r3, p3 = power_at(chip, op, options, f_up)
+            if p3 <= limit:
+                feasible = (f_up, r3, p3)
+                r, f = r3, f_up
+                continue
+            break
+        infeasible = nxt
+        r, f = r2, nxt
+        if nxt <= pw.min_clock_mhz:
+            return nxt, r2, p2, True
+    if feasible is None:
+        return f, r, op_power_w(r), op_power_w(r) > limit
+    return feasible[0], feasible[1], feasible[2], False
+
+
+def simulate_op_dvfs(chip, op, options=None):
+    """``op`` at the clock its power allows (:func:`dvfs_clock`), as an :class:`OpResult`
+    whose cycle counts are at the chip's ``clock_mhz`` and whose details say the clock."""
+    f, r, p, limited = dvfs_clock(chip, op, options)
+    scale = chip.clock_mhz / f  # op-clock cycles -> cycles of the chip's nominal clock
+    details = dict(r.details, clock_mhz=f, power_w=p, voltage_ratio=chip.power.voltage_ratio(f),
+                   power_limited=bool(f < chip.power.boost_clock_mhz), below_min_clock=bool(limited))
+    return dataclasses.replace(
+        r, cycles=r.cycles * scale, compute_cycles=r.compute_cycles * scale, stall_cycles=r.stall_cycles * scale,
+        roofline_cycles=r.roofline_cycles * scale, details=details)
+
+
+def calibrate_array_cycle_pj(chip, op, array: str, clock_mhz: float, power_w: float, flops_per_s: float,
+                             options=None) -> float:
+    """The ``energy.array_pe_cycle_pj`` of ``array`` that makes the modelled power of ``op``
+    run back to back at ``clock_mhz`` equal a measured ``power_w`` at a measured rate
+    ``flops_per_s`` (a sustained-matmul microbenchmark with power and clock samples).
+
+    The op is simulated at that clock with no per-cycle energy on ``array``; its energy per
+    FLOP (every event, at that clock's voltage, static excluded) times the measured rate,
+    plus the idle power, is what the tables explain; the rest is spread over the PE-cycles
+    the measured MAC rate needs (at the array's own rate for the op's class) at that voltage.
+    """
+
+    energy = chip.energy.model_copy(update={"array_pe_cycle_pj": {
+        k: v for k, v in chip.energy.array_pe_cycle_pj.items() if k != array}})
+    c = at_clock(chip.model_copy(update={"energy": energy}), clock_mhz)
+    r = simulate_op(c, op, options or Options())
+    events = sum(v for k, v in r.energy_breakdown_pj.items() if k not in ("total", "static"))
+    explained = chip.power.idle_w + events * 1e-12 / r.flops * flops_per_s
+    rate_class = r.mapping.get("compute", {}).get("rate_class") or r.mapping.get("rate_class")
+    units = next(a for a in chip.cores.arrays if a.name == array)
+    pe_cycles_per_s = flops_per_s / 2.0 / units.rate_for(rate_class)[0]
+    return (power_w - explained) / (pe_cycles_per_s * E.voltage_energy_factor(c)) * 1e12

@@ -1,0 +1,563 @@
+"""Lowering: an op on a chip → a :class:`~sim.model.mapper.search.TileProblem`, and a problem
+plus its mapping → the plain arrays the Numba engine reads.
+
+Every op kind becomes the same three-loop tile nest:
+
+=============  ===========================  ====================  ======================
+op             A (read)                     B (read)              C (written)
+=============  ===========================  ====================  ======================
+GEMM           activations (m, k)           weights (n, k)        outputs (m, n)
+attention      Q rows (m = q_len·group)     K and V rows (k)      O rows (m)
+vector op      input rows (m)               -                     output rows (m)
+copy           source rows (m)              -                     destination rows (m)
+=============  ===========================  ====================  ======================
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import sim.model.kernels.engine as K
+from sim.errors import MappingError, ShapeError
+from sim.ir.ops import Attention, Conv2d, Copy, Gemm, VectorOp
+from sim.model.dataflow import get_dataflow
+from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
+                                      vector_cycles)
+from sim.model.mapper.search import (MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges,
+                                     footprint_bytes, tile_sram_bytes, tiles_fit)
+from sim.spec.chip import kernel_entry
+from sim.spec.dtypes import get_format, sparse_2_4_bytes
+
+#: vector-unit work to widen one quantised weight: convert and multiply by its scale
+DEQUANT_OPS_PER_WEIGHT = 2
+#: how much of a large problem is simulated before extrapolating (sim.model.engine.run): problems
+#: above ``steps``/``chunks`` (per core steps, DRAM chunks) are extrapolated from samples of
+#: about ``sample_chunks``; ``refine`` caps the candidate mappings simulated.  "fast" (for
+#: large sweeps) is about 3x cheaper and a few percent less accurate (README, Speed).
+FIDELITY = {
+    "high": {"steps": 60_000, "chunks": 400_000, "sample_chunks": 100_000, "refine": 4, "refine_large": 2,
+             "min_sample_rounds": (2, 4), "steady_check": True},
+    "fast": {"steps": 30_000, "chunks": 60_000, "sample_chunks": 20_000, "refine": 1, "refine_large": 1,
+             "min_sample_rounds": (1, 2), "steady_check": False},
+}
+#: chip-level cache geometry in the engine: each set holds this many of the largest tiles
+#: (bytes are counted, so smaller tiles share a set's room), with at most this many ways
+L2_TILES_PER_SET = 4
+L2_MAX_WAYS = 256
+#: event-ordering quantum, see kernel_arrays
+REORDER_QUANTUM_CYCLES = 32.0
+#: elements per row when a 1-D stream (vector op, copy) is laid out as rows
+STREAM_ROW_ELEMENTS = 1024
+#: online-softmax work per score in a fused attention tile: max, subtract, exp, sum,
+#: rescale (FlashAttention-2, Dao 2023, Algorithm 1): 4 plain lane ops and 1 exp
+SOFTMAX_LANE_OPS_PER_SCORE = 4
+SOFTMAX_SPECIAL_OPS_PER_SCORE = 1
+
+
+@dataclass(frozen=True)
+class Options:
+    """How an op is simulated: dataflow (None = the array's default), memory model
+    ('modeled' or 'ideal'), which array, and RS row length."""
+
+    dataflow: str | None = None
+    memory: str = "modeled"
+    array: str | None = None
+    row_length: int | None = None
+    tiles: tuple[int, int, int] | None = None   # force (m, n, k) tiles (a library's only kernel)
+    split_k: tuple[int, ...] | None = None      # the split-K factors allowed (None: the chip's menu)
+    fidelity: str = "high"                      # high | fast: how much of a large problem is simulated
+
+    def __post_init__(self) -> None:
+        if self.memory not in ("modeled", "ideal"):
+            raise MappingError(f"memory must be 'modeled' or 'ideal', got {self.memory!r}")
+        if self.fidelity not in FIDELITY:
+            raise MappingError(f"fidelity must be one of {', '.join(FIDELITY)}, got {self.fidelity!r}")
+
+
+def bytes_per_element(dtype: str) -> float:
+    return get_format(dtype).bits_per_value / 8.0
+
+
+def _dataflow_model(choice: ArrayChoice, opts: Options):
+    if choice.dataflow == "rs" and opts.row_length is not None:
+        return get_dataflow("rs", row_length=opts.row_length)
+    return get_dataflow(choice.dataflow)
+
+
+def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
+    """Preferred tile granularity along (m, n, k): the array dims mapped onto them."""
+    units = {"m": 1, "n": 1, "k": 1}
+    spec = df.spec
+    kpack = max(1, int(round(choice.k_per_pe_cycle)))
+    row_len = getattr(df, "row_length", 1) or 1
+    units[spec.spatial_rows] = choice.rows * (kpack * row_len if spec.spatial_rows == "k" else 1)
+    units[spec.spatial_cols] = choice.cols * (kpack if spec.spatial_cols == "k" else 1)
+    if choice.count > 1:
+        units["n"] *= 1
+    return units["m"], units["n"], units["k"]
+
+
+def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
+    rate = compute_rate_class(op.dtype, op.weight_dtype)
+    choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
+    df = _dataflow_model(choice, opts)
+    if op.sparsity == "2:4":
+        b_bpe = sparse_2_4_bytes(op.b_dtype, op.k * op.n) / (op.k * op.n)
+    else:
+        b_bpe = bytes_per_element(op.b_dtype)
+    layout = OperandLayout(a=bytes_per_element(op.dtype), b=b_bpe, c=bytes_per_element(op.c_dtype))
+    split = "n"
+    # weight-only quantisation: the weight tile is widened on the vector unit while the
+    # array works on the previous tile (as fused W8A16/W4A16 kernels do), so a step costs
+    # the slower of the two
+    dequant = get_format(op.b_dtype).bits < get_format(op.dtype).bits
+
+    def cycles_fn(mt, nt, kt):
+        cyc = gemm_step_cycles(df, choice, mt, nt, kt, split)[0].astype(np.float64)
+        if dequant:
+            cyc = np.maximum(cyc, vector_cycles(chip, np.asarray(kt, dtype=np.float64) * np.asarray(nt)
+                                                * DEQUANT_OPS_PER_WEIGHT))
+        return cyc
+
+    def tail_fn(mt, nt, kt):
+        return gemm_step_cycles(df, choice, mt, nt, kt, split)[1].astype(np.float64)
+
+    um, un, uk = _array_units(df, choice)
+    prob = TileProblem(name=op.name, count=op.count, m=op.m, n=op.n, k=op.k, layout=layout, cycles_fn=cycles_fn,
+                       tail_fn=tail_fn if choice.fold_overlap else None,
+                       b_shared=op.b_shared, unit_m=um, unit_n=un * choice.count, unit_k=uk,
+                       macs=op.macs, flops=op.flops)
+    info = {"kind": "gemm", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
+            "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
+            "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "sparse_2_4_units_used": choice.sparse_2_4,
+            "sparse_speedup": choice.sparse_speedup if choice.sparse_2_4 else 1.0,
+            "k_per_pe_cycle": choice.k_per_pe_cycle, "array_split": split,
+            "row_length": getattr(df, "row_length", None)}
+    return prob, info
+
+
+def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[TileProblem, dict]:
+    """FlashAttention-style fused attention: per (sequence, KV head) instance, a block of
+    query rows (the ``heads/kv_heads`` query heads sharing a KV head, position-major)
+    stays on chip while K and V tiles stream past; scores never leave the core.  A library
+    that does not pack grouped query heads (``mapping.attention_gqa_packing``) runs one
+    instance per query head instead, the heads of a group reading one copy of K/V.
+
+    When there are fewer instances than cores and long contexts (decode), the key range is
+    split into independent chunks (split-KV / FlashDecoding) so every core works; the
+    partial results are combined by a small reduction counted in the same op.
+    """
+    try:
+        choice = choose_array(chip, get_format(op.dtype).rate_class, dataflow=opts.dataflow, array_name=opts.array)
+        math_dtype = op.dtype
+    except MappingError:
+        # no units for the activation format (an int8-only chip): attention runs at the KV
+        # cache's format when the chip has units for that (int8 attention kernels)
+        if get_format(op.kv_format).bits >= get_format(op.dtype).bits:
+            raise
+        choice = choose_array(chip, get_format(op.kv_format).rate_class, dataflow=opts.dataflow,
+                              array_name=opts.array)
+        math_dtype = op.kv_format
+    df = _dataflow_model(choice, opts)
+    ms = getattr(chip, "mapping", None)
+    group = op.heads // op.kv_heads
+    packing = ms.attention_gqa_packing if ms is not None else "always"
+    packed = packing == "always" or (packing == "decode" and op.q_len == 1)
+    # packed: one instance per (sequence, KV head) holds its group's query rows,
+    # position-major; otherwise one instance per query head, the group's instances
+    # consecutive and reading one copy of K/V
+    share = 1 if packed else group
+    if not packed:
+        group = 1
+    count = op.batch * op.kv_heads * share
+    m = op.q_len * group
+    d = op.head_dim
+    kv_bpe = bytes_per_element(op.kv_format)
+    kv_narrow = get_format(op.kv_format).bits < get_format(op.dtype).bits
+    act_bpe = bytes_per_element(op.dtype)
+    splits = 1
+    # one query row per sequence sees every cached key, causal mask or not: a decode
+    # step's attention is a full (splittable) pass over the cache
+    causal = op.causal and op.q_len > 1
+    may_split = ms is None or ms.attention_split_kv == "always" or op.q_len == 1
+    if may_split and not causal and count < cores and op.kv_len >= 512:
+        splits = max(1, min(cores // count, op.kv_len // 256))
+    k_len = -(-op.kv_len // splits)
+    layout = OperandLayout(a=act_bpe, b=kv_bpe, c=act_bpe if splits == 1 else 4.0, psum=4.0)
+
+    def cycles_fn(mt, nt, kt):
+        mt = np.asarray(mt, dtype=np.int64)
+        kt = np.asarray(kt, dtype=np.int64)
+        # on a fold_overlap array the MMAs of consecutive key blocks chain like a GEMM's
+        # k-steps: fill/drain is paid once per query block (tail_fn), not per key block
+        qk = gemm_step_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")[0]
+        pv = gemm_step_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")[0]
+        scores = mt * kt
+        lane = vector_cycles(chip, scores * SOFTMAX_LANE_OPS_PER_SCORE)
+        special = special_cycles(chip, scores * SOFTMAX_SPECIAL_OPS_PER_SCORE)
+        if kv_narrow:  # a quantised KV cache is widened on the vector unit, tile by tile
+            lane = lane + vector_cycles(chip, kt * 2 * d * DEQUANT_OPS_PER_WEIGHT)
+        # QK^T -> exp -> PV is a dependency chain within a tile: the exponentials (on the
+        # special-function units, far slower than the matrix units - FlashAttention-3,
+        # Shah et al. 2024, sec. 3) add to the matrix work; the other softmax lane ops
+        # (max, subtract, sum, rescale) issue on the vector lanes alongside it
+        return np.maximum(qk + pv + special, lane).astype(np.float64)
+
+    def tail_fn(mt, nt, kt):
+        mt = np.asarray(mt, dtype=np.int64)
+        kt = np.asarray(kt, dtype=np.int64)
+        return (gemm_step_cycles(df, choice, mt, kt, np.full_like(kt, d), "n")[1]
+                + gemm_step_cycles(df, choice, mt, np.full_like(kt, d), kt, "n")[1]).astype(np.float64)
+
+    um, un, uk = _array_units(df, choice)
+    stages = ms.attention_pipeline_stages if ms is not None else None
+    prob = TileProblem(name=op.name, count=count * splits, m=m, n=1, k=k_len, layout=layout, cycles_fn=cycles_fn,
+                       tail_fn=tail_fn if choice.fold_overlap else None, a_dims=("m",), b_dims=("k",), c_dims=("m",), a_fixed=d, b_fixed=2 * d, c_fixed=d,
+                       reduction=True, causal=causal, causal_past=op.kv_len - op.q_len, causal_group=group,
+                       unit_m=max(1, min(um, 128)), unit_n=1, unit_k=max(16, uk), fixed_order="mnk",
+                       macs=op.macs, flops=op.flops, stages=stages, b_share_group=share)
+    info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
+            "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
+            "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "k_per_pe_cycle": choice.k_per_pe_cycle,
+            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "gqa_packed": packed, "fused": True,
+            "math_dtype": math_dtype}
+    return prob, info
+
+
+def stream_problem(chip, name: str, elements: int, read_bytes: float, write_bytes: float,
+                   lane_ops_per_element: float, kind: str) -> tuple[TileProblem, dict]:
+    """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies)."""
+    width = min(STREAM_ROW_ELEMENTS, elements)
+    rows = -(-elements // width)
+    a_bpe = read_bytes / elements if read_bytes else 0.0
+    c_bpe = write_bytes / elements if write_bytes else 0.0
+    layout = OperandLayout(a=max(a_bpe, 1e-9), b=0.0, c=max(c_bpe, 1e-9), psum=max(c_bpe, 1e-9))
+
+    def cycles_fn(mt, nt, kt):
+        return vector_cycles(chip, np.asarray(mt, dtype=np.float64) * width * lane_ops_per_element)
+
+    prob = TileProblem(name=name, count=1, m=rows, n=1, k=1, layout=layout, cycles_fn=cycles_fn,
+                       a_dims=("m",) if read_bytes else (), b_dims=(), c_dims=("m",) if write_bytes else (),
+                       a_fixed=width if read_bytes else 0, c_fixed=width if write_bytes else 0,
+                       reduction=False, has_b=False, unit_m=1, fixed_order="mnk")
+    info = {"kind": kind, "row_elements": width, "rows": rows}
+    return prob, info
+
+
+def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
+    """Restrict the mapping to a chip's kernel-library menu (``mapping:`` in the chip file)."""
+    ms = getattr(chip, "mapping", None)
+    if ms is None:
+        return prob
+    prob.distribution = ms.distribution
+    cluster = ms.cluster_size
+    if kind == "attention" and ms.attention_cluster_size is not None:
+        cluster = ms.attention_cluster_size
+    if ms.cluster_arrays is not None and array not in ms.cluster_arrays:
+        cluster = 1
+    prob.cluster = cluster
+    prob.pad_edge_tiles = bool(ms.pad_edge_tiles)
+    if kind == "gemm" and ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
+        prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
+        prob.max_stages = ms.pipeline_max_stages
+    if kind == "gemm" and array in ms.array_kernels:
+        kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
+        narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
+        # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
+        prob.tile_kernels = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
+                                  for m, n, st, _, kb in kernels)
+        prob.tile_kernel_threads = tuple(t[3] for t in kernels)
+    if kind == "gemm" and array in ms.array_outstanding_requests:
+        prob.max_outstanding = ms.array_outstanding_requests[array]
+    if kind == "gemm" and array in ms.array_inflight_from_stages:
+        prob.inflight_from_stages = True
+    if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
+        prob.tile_side_multiple = ms.tile_one_side_multiple or 0
+        prob.tile_max_elements = ms.tile_max_elements or 0
+    if kind == "gemm":
+        prob.tile_menu_m = ms.tile_m
+        prob.tile_menu_n = ms.tile_n
+        if ms.tile_k_bytes:
+            # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel
+            # streams 128-byte rows of int8 weights)
+            narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
+            prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
+    elif kind == "attention" and array in ms.attention_tiles:
+        q_rows, kv_rows = _fitting_attention_tile(chip, prob, *ms.attention_tiles[array])
+        prob.fixed_tiles = kernel_tile(prob, (q_rows, 1, kv_rows))
+    elif kind == "attention":
+        # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
+        prob.tile_menu_m = ms.tile_m
+        if ms.tile_n:
+            kv = tuple(t for t in ms.tile_n if t >= 64)
+            prob.tile_menu_k = kv or None
+    return prob
+
+
+def kernel_tile(prob: TileProblem, tiles) -> tuple[int, int, int]:
+    """A library kernel's one (m, n, k) tile as the engine runs it: whole where edge tiles
+    compute in full (``pad_edge_tiles``), otherwise cut to the problem."""
+    if prob.pad_edge_tiles:
+        return tuple(tiles)
+    return tuple(min(t, d) for t, d in zip(tiles, (prob.m, prob.n, prob.k)))
+
+
+def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
+    """The library's attention tile, or - where its buffers do not fit the core's SRAM
+    (a large head dim) - the tile halved, keys first, as FlashAttention's kernels take
+    smaller blocks for wider heads."""
+    budget = memory_budget(chip, False)
+    stages = prob.stages or budget.buffers
+    while True:
+        fits = bool(tiles_fit(budget, *tile_sram_bytes(prob, q_rows, 1, kv_rows, stages)))
+        if fits or (q_rows <= 16 and kv_rows <= 16):
+            return q_rows, kv_rows
+        if kv_rows > 16 and kv_rows >= q_rows:
+            kv_rows //= 2
+        else:
+            q_rows //= 2
+
+
+def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
+    if isinstance(op, Gemm):
+        prob, info = gemm_problem(chip, op, opts)
+        prob = apply_library_constraints(chip, prob, "gemm", info.get("array"))
+        if opts.tiles is not None:
+            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
+        return prob, info
+    if isinstance(op, Conv2d):
+        prob, info = gemm_problem(chip, op.as_gemm(), opts)
+        info["lowering"] = "im2col"
+        return apply_library_constraints(chip, prob, "gemm", info.get("array")), info
+    if isinstance(op, Attention):
+        if not op.fused:
+            raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
+                               "by the trace builder; simulate those ops instead")
+        prob, info = attention_problem(chip, op, opts, cores)
+        return apply_library_constraints(chip, prob, "attention", info.get("array")), info
+    if isinstance(op, VectorOp):
+        return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
+                              "vector")
+    if isinstance(op, Copy):
+        return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
+    raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine")
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+def raster_group(cores: int) -> int:
+    """Tile rows per rasterisation group in cyclic mode: about the square root of the
+    cores, so a wave of output tiles is a near-square block (minimal distinct panels)."""
+    return max(1, int(round(math.sqrt(max(1, cores)))))
+
+
+def blocks_sharing_cores(prob: TileProblem, lanes: int) -> list[tuple[TileProblem, int]]:
+    """A problem per group of the library's kernels that share a core the same way:
+    (problem, blocks per core).  A SIMT kernel whose blocks have fewer threads than the
+    array has lanes runs several blocks on one core, each at that share of its rate; the
+    others (and problems without per-kernel threads) use the whole core."""
+    threads = prob.tile_kernel_threads
+    if not prob.tile_kernels or not threads or not any(threads):
+        return [(prob, 1)]
+    groups: dict[int, list] = {}
+    for kern, thr in zip(prob.tile_kernels, threads):
+        f = max(1, lanes // thr) if thr else 1
+        groups.setdefault(f, []).append(kern)
+    out = []
+    for f, kernels in sorted(groups.items()):
+        if f == 1:
+            out.append((dataclasses.replace(prob, tile_kernels=tuple(kernels), tile_kernel_threads=None), 1))
+            continue
+        step, tail = prob.cycles_fn, prob.tail_fn
+        out.append((dataclasses.replace(
+            prob, tile_kernels=tuple(kernels), tile_kernel_threads=None, blocks_per_core=f,
+            cycles_fn=lambda mt, nt, kt, _s=step, _f=f: _s(mt, nt, kt) * _f,
+            tail_fn=None if tail is None else (lambda mt, nt, kt, _t=tail, _f=f: _t(mt, nt, kt) * _f)), f))
+    return out
+
+
+def memory_budget(chip, ideal: bool) -> MemoryBudget:
+    """Per-core tile buffer (the outermost core-scope SRAM, which DMA fills), its port,
+    and the chip-level bandwidths."""
+    srams = chip.memory.core_srams
+    if not srams:
+        raise MappingError(f"chip '{chip.name}' has no core-scope SRAM to hold tiles")
+    buf = srams[-1]
+    buffers = buf.buffers
+    part = None
+    if buf.partition is not None:
+        part = (buf.partition.input_kib * 1024.0, buf.partition.weight_kib * 1024.0,
+                buf.partition.output_kib * 1024.0)
+    dram = chip.memory.dram
+    dram_bpc = dram.peak_bytes_per_s / chip.clock_hz
+    l2 = sum(s.capacity_bytes for s in chip.memory.chip_srams)
+    # Little's law: one core cannot move more than its outstanding requests per latency
+    latency_ns = dram.t_rcd_ns + dram.t_cl_ns + dram.controller_latency_ns + dram.burst_ns
+    per_core_bpc = dram.max_outstanding_requests_per_core * dram.access_bytes / latency_ns * 1e9 / chip.clock_hz
+    return MemoryBudget(sram_bytes=float(buf.capacity_bytes), partition=part, buffers=buffers,
+                        dram_bytes_per_cycle=dram_bpc,
+                        port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
+                        noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
+                        ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
+                        l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30)
+
+
+# --------------------------------------------------------------------------- kernel arrays
+
+_DIM_CODE = {"m": 0, "n": 1, "k": 2}
+_ALIGN = 1 << 21
+
+
+def _align(x: float) -> float:
+    return float(math.ceil(x / _ALIGN) * _ALIGN)
+
+
+def operand_bases(prob: TileProblem) -> tuple[float, float, float, float]:
+    """Byte addresses of A, B, C and the partial-sum scratch: disjoint, aligned regions
+    of one flat address space, in that order."""
+    a_total = prob.count * prob.m * max(1, prob.k if "k" in prob.a_dims else 1) * max(1, prob.a_fixed) * prob.layout.a
+    b_total = -(-prob.count // b_copies_group(prob)) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
+        1, prob.b_fixed) * max(prob.layout.b, 1e-9)
+    c_total = prob.count * prob.m * prob.n * max(1, prob.c_fixed) * prob.layout.c
+    base_b = _align(a_total)
+    base_c = base_b + _align(b_total)
+    return 0.0, base_b, base_c, base_c + _align(c_total)
+
+
+def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> dict:
+    """Everything :func:`sim.model.kernels.engine.run_tiled` reads, as NumPy arrays.
+
+    ``bases`` fixes the operand addresses (a shortened copy of a problem keeps the full
+    problem's layout, so DRAM bank and row behaviour is the same)."""
+    cyclic = mapping.distribution == "cyclic"
+    if cyclic:
+        P = mapping.cores_used
+        ranges = np.zeros((P, 6), dtype=np.int64)
+    else:
+        ranges = block_ranges(prob, mapping.partition, prob.unit_m, prob.unit_n)
+        P = len(ranges)
+    geo = np.zeros(K.G_LEN, dtype=np.int64)
+    geo[K.G_MODE] = 1 if cyclic else 0
+    geo[K.G_P] = P
+    geo[K.G_COUNT] = prob.count
+    geo[K.G_M], geo[K.G_N], geo[K.G_K] = prob.m, prob.n, prob.k
+    geo[K.G_MT], geo[K.G_NT], geo[K.G_KT] = mapping.tile_m, mapping.tile_n, mapping.tile_k
+    for i, ch in enumerate(mapping.loop_order):
+        geo[K.G_ORDER0 + i] = _DIM_CODE[ch]
+    geo[K.G_CAUSAL] = 1 if prob.causal else 0
+    geo[K.G_CAUSAL_PAST] = prob.causal_past
+    geo[K.G_CAUSAL_GROUP] = max(1, prob.causal_group)
+    geo[K.G_IDEAL] = 1 if ideal else 0
+    geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
+    geo[K.G_CLUSTER] = max(1, prob.cluster)
+    dram = chip.memory.dram
+    outstanding = prob.max_outstanding or dram.max_outstanding_requests_per_core
+    if prob.inflight_from_stages:
+        # a multistage cp.async pipeline: (stages - 1) k-steps of A and B tiles in flight
+        stages = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
+        stage = footprint_bytes(prob, "a", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) + (
+            footprint_bytes(prob, "b", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) if prob.has_b else 0.0)
+        outstanding = int(math.ceil(max(1, stages - 1) * float(stage) / dram.access_bytes))
+    geo[K.G_OUTSTANDING] = max(1, outstanding // max(1, prob.blocks_per_core))
+    geo[K.G_GRAN] = dram.access_bytes
+    geo[K.G_INTERLEAVE] = dram.interleave_bytes
+    geo[K.G_STAGES] = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
+    l2_levels = chip.memory.chip_srams
+    l2_bytes = sum(s.capacity_bytes for s in l2_levels)
+    desc = np.zeros((3, K.D_LEN), dtype=np.int64)
+    max_tile = 1.0
+    min_tile = float("inf")
+    for row, which in enumerate(("a", "b", "c")):
+        dims = getattr(prob, f"{which}_dims")
+        fixed = getattr(prob, f"{which}_fixed")
+        present = bool(dims) and (which != "b" or prob.has_b)
+        desc[row, K.D_PRESENT] = 1 if present else 0
+        if not present:
+            continue
+        desc[row, K.D_DIM1] = _DIM_CODE[dims[0]]
+        if len(dims) > 1:
+            desc[row, K.D_DIM2] = _DIM_CODE[dims[1]]
+        else:
+            desc[row, K.D_DIM2] = 3
+            desc[row, K.D_EXTENT2] = max(1, fixed)
+        desc[row, K.D_SHARED] = b_copies_group(prob) if which == "b" else 1
+        desc[row, K.D_CACHEABLE] = 1 if which != "c" else 0
+        ext = {"m": mapping.tile_m, "n": mapping.tile_n, "k": mapping.tile_k}
+        n_el = max(1, fixed) if len(dims) == 1 else 1
+        for dd in dims:
+            n_el *= ext[dd]
+        max_tile = max(max_tile, n_el * getattr(prob.layout, which))
+        min_tile = min(min_tile, n_el * getattr(prob.layout, which))
+    cacheable = bool(desc[0, K.D_PRESENT] or desc[1, K.D_PRESENT])
+    l2_set_bytes = 0.0
+    if l2_bytes > 0 and not ideal and cacheable:
+        # The cache holds whole tiles and counts bytes: a set holds any mix of tile sizes
+        # up to its share of the capacity (LRU within the set).  Sets hold at least
+        # L2_TILES_PER_SET of the largest tiles (so the set index spreads tiles like a real
+        # cache's address bits do); ways are enough for the smallest tiles (4 KiB floor).
+        sets = max(1, int(l2_bytes // (L2_TILES_PER_SET * max(max_tile, 4096.0))))
+        l2_set_bytes = l2_bytes / sets
+        ways = int(min(L2_MAX_WAYS, max(16, math.ceil(l2_set_bytes / max(min(min_tile, max_tile), 4096.0)))))
+        sets = min(sets, max(1, (1 << 20) // ways))
+        l2_set_bytes = l2_bytes / sets
+        geo[K.G_L2_SETS] = sets
+        geo[K.G_L2_WAYS] = ways
+    fp = np.zeros(K.F_LEN, dtype=np.float64)
+    fp[K.F_BPE_A], fp[K.F_BPE_B], fp[K.F_BPE_C] = prob.layout.a, max(prob.layout.b, 1e-9), prob.layout.c
+    fp[K.F_BPE_PSUM] = prob.layout.psum
+    fp[K.F_CYCLE_NS] = 1e9 / chip.clock_hz
+    fp[K.F_L2_SET_BYTES] = l2_set_bytes
+    fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
+    buf = chip.memory.core_srams[-1]
+    fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle / max(1, prob.blocks_per_core)
+    if l2_levels:
+        fp[K.F_L2_BYTES_PER_CYCLE] = sum(s.bytes_per_cycle for s in l2_levels)
+        fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)
+    else:
+        fp[K.F_L2_BYTES_PER_CYCLE] = 1.0
+    fp[K.F_BASE_A], fp[K.F_BASE_B], fp[K.F_BASE_C], fp[K.F_BASE_PSUM] = bases or operand_bases(prob)
+    fp[K.F_NOC_LATENCY_CYCLES] = chip.noc.latency_cycles
+    fp[K.F_DMA_ISSUE_CYCLES] = 0.0  # issue rate is bounded by the port bandwidth
+    # cores are interleaved in global time order to within this many cycles (requests
+    # from different cores less than a quantum apart may reach the DRAM out of order)
+    fp[K.F_QUANTUM_CYCLES] = REORDER_QUANTUM_CYCLES
+    # cluster partners work in lockstep: requests for one tile within the L2's own
+    # latency of each other are served by one multicast pull
+    fp[K.F_MULTICAST_WINDOW] = 4.0 * max(fp[K.F_L2_LATENCY_CYCLES], 64.0)
+    ctab = compute_table(prob, mapping, ranges if not cyclic else None)
+    return dict(geo=geo, desc=desc, ranges=ranges, ctab=ctab, fp=fp, P=P)
+
+
+def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
+    """[cores or 1, 16] compute cycles of one step for every (m, k, n) full/edge combination
+    (columns 0-7, entry em * 4 + ek * 2 + en), then the tail each pays when it is the last
+    step of an output-tile visit (columns 8-15; 0 without ``prob.tail_fn``)."""
+    def row(mm, nn, kk):
+        # the 8 (full/edge m, k, n) tile shapes, evaluated in one vectorised call
+        sms, sns, sks = [], [], []
+        pad = prob.pad_edge_tiles   # edge tiles computed at the full tile's shape
+        for em in (0, 1):
+            for ek in (0, 1):
+                for en in (0, 1):
+                    sms.append(mapping.tile_m if em == 0 or pad else (mm % mapping.tile_m or mapping.tile_m))
+                    sns.append(mapping.tile_n if en == 0 or pad else (nn % mapping.tile_n or mapping.tile_n))
+                    sks.append(mapping.tile_k if ek == 0 or pad else (kk % mapping.tile_k or mapping.tile_k))
+        shapes = (np.array(sms), np.array(sns), np.array(sks))
+        step = np.asarray(prob.cycles_fn(*shapes), dtype=np.float64)
+        tail = np.asarray(prob.tail_fn(*shapes), dtype=np.float64) if prob.tail_fn is not None else np.zeros(8)
+        return np.concatenate([step, tail])
+
+    if ranges is None:
+        return row(prob.m, prob.n, prob.k)[None, :]
+    tab = np.zeros((len(ranges), 16))
+    cache: dict = {}
+    for i, r in enumerate(ranges):
+        key = ((r[3] - r[2]) % mapping.tile_m, (r[5] - r[4]) % mapping.tile_n)
+        if key not in cache:
+            cache[key] = row(r[3] - r[2], r[5] - r[4], prob.k)
+        tab[i] = cache[key]
+    return tab

@@ -1,0 +1,971 @@
+"""LLM iteration traces: the ops one decoder iteration asks of a chip.
+
+One **iteration** is a batch of sequences, each ``Sequence(new_tokens, past_tokens)``
+(``past`` = context already in the KV cache).  That single form covers
+
+* prefill (``past = 0``), decode (``new = 1``), chunked prefill (a chunk with ``past > 0``),
+  prefill behind a cached prompt prefix (``past`` = cached tokens), and
+* speculative-decoding verification (``new = draft + 1``, logits for every new token:
+  :meth:`Sequence.verify`).
+
+:func:`build_iteration` turns a :class:`~sim.spec.model_spec.ModelSpec` and an iteration
+into a :class:`Trace`: an ordered list of :class:`TraceOp` (an op from
+:mod:`sim.ir.ops` plus its layer, block, repeat count and pipeline stage).
+
+Design decisions (each one a convention the timing engine can rely on)
+----------------------------------------------------------------------
+Layer order
+    embedding → per layer [input norm, fused QKV Gemm, RoPE, KV-cache append, attention,
+    output projection, (all-reduce), residual add, post-attention norm, MLP or MoE,
+    (all-reduce), residual add] → final norm → LM head.  With ``parallel_attention``
+    (Falcon/GPT-J) one norm feeds both branches, the two branch outputs are added, then
+    one all-reduce and one residual add.
+
+Fused QKV
+    One Gemm ``m = new tokens, k = hidden, n = (heads + 2·kv_heads)·head_dim`` per layer
+    (as vLLM, TensorRT-LLM and Megatron store it).  Likewise the gate and up projections
+    of a gated MLP are one Gemm with ``n = 2·ffn``.
+
+Compact layers (``repeat``)
+    The layers of a pipeline stage are usually identical, so the trace holds the ops of
+    one layer with ``repeat = number of consecutive identical layers`` and ``layer = the
+    first of them``; a run of ops sharing ``(layer, repeat, stage)`` is one layer body.
+    :meth:`Trace.expanded` replays the body once per layer (``repeat = 1``), giving the
+    op-for-op list.  Totals multiply by ``repeat``.  Layers that differ (MoE every other
+    layer) are emitted as separate runs.  Op names carry no layer number, so identical
+    ops compare equal (the engine memoises by op).
+
+MoE token assignment
+    The router (Gemm ``n = experts``, weights kept in the vector dtype) and top-k
+    (VectorOp) are followed by a dispatch (gather of ``tokens·k`` rows), the expert Gemms
+    and a weighted combine.  Tokens go to experts deterministically
+    (:func:`expert_token_counts`): balanced by default — the ``T·k`` assignments are
+    split as evenly as possible and the remainder ``r`` goes one each to experts
+    ``0..r-1`` (so a decode step of one token with top-2 reads only two experts' weights);
+    ``moe_skew = s > 0`` gives expert ``i`` a share ∝ ``(i+1)^-s`` (Zipf), capped at ``T``
+    per expert (a token never visits the same expert twice), rounded by largest remainder
+    (ties to the lower index).  Experts with the same token count form one grouped Gemm
+    (``count`` = number of such experts, each with its own weights); experts with no
+    tokens are skipped (their weights are not read).
+
+Number formats (:class:`Precision`)
+    ``dtype`` is the GEMM input format; ``vector_dtype`` (default: ``dtype`` if it is a
+    16/32-bit float, else bf16) is the format of everything between GEMMs (norms,
+    residual, softmax, attention inputs, all-reduces).  Weight GEMMs get
+
+    * weight-only quantisation (``weight_dtype`` ≠ ``dtype``): a ``dequant`` VectorOp right
+      before the Gemm, ``elements = k·n·count`` weight values, 2 ops each (convert, scale;
+      block scales of MXFP4/NVFP4 are applied here), **0 DRAM bytes**: it models the
+      widening done on the way from on-chip memory into the array, as fused W4A16
+      kernels (Marlin, AWQ) do; the weight bytes themselves are counted once, by the Gemm
+      (``Gemm.weight_dtype``).  Counted once per weight value (a lower bound when the
+      kernel re-dequantises per M tile).
+    * low-precision activations (``dtype`` int8 / fp8 / fp4 ...: W8A8, FP8, W4A4): a
+      ``quant_act`` VectorOp (3 ops: abs-max, scale, round) reading the activations in the
+      vector dtype and writing them in ``dtype``, the Gemm with ``out_dtype`` = vector
+      dtype (scales applied in the epilogue);
+    * block-scaled GEMM inputs (``dtype`` mxfp4 / nvfp4 / mxfp8): a ``block_scale``
+      VectorOp after the Gemm, ``elements = m·n·⌈k/block⌉·count`` partial sums, 2 ops each
+      (combine the two scales, multiply), 0 bytes (done at the accumulator).
+    * ``sparsity="2:4"`` or ``"unstructured"``: ``Gemm.sparsity`` on every weight Gemm (not the
+      LM head/router).
+
+    The LM head, embeddings, router and norm weights stay in the vector dtype.  The KV
+    cache is stored in ``kv_dtype`` (``Attention.kv_dtype``; the append converts).
+
+Attention lowerings
+    ``fused``: one :class:`~sim.ir.ops.Attention` per layer per group of sequences
+    with identical ``(new, past)`` (``batch`` = group size), FlashAttention-style: no
+    score traffic; causal work is ``Attention.scored_pairs()`` (only the needed half of a
+    prefill square).  ``unfused``: per group, ``QKᵀ`` Gemm (``m = q_len·heads/kv_heads``
+    queries of a KV head, ``k = head_dim``, ``n = kv_len``, ``count = batch·kv_heads``,
+    B operand = K cache in ``kv_dtype``) which writes the ``m×n`` scores to DRAM, a
+    ``softmax`` VectorOp reading and writing them (scale, mask, max, exp, sum, normalise),
+    and the ``PV`` Gemm reading them.  The unfused Gemms compute the **full rectangle**
+    as real unfused kernels (eager PyTorch) do — the causal mask is applied in the
+    softmax — so their FLOPs exceed the fused op's by about 2× for a prefill; the tag
+    ``useful_pairs=N`` records the causal count.
+
+LM head tokens
+    Final norm over all new tokens (as vLLM and HF do), LM head only over the tokens whose
+    logits are needed: ``Sequence.logits`` (default 1 = the last new token: prefill,
+    decode, last chunk); :meth:`Sequence.verify` needs all ``new`` (speculative
+    verification); an intermediate prefill chunk can set 0.
+
+Tensor parallelism (Megatron-style, ``Parallelism.tensor = t``)
+    The ops describe ONE chip's share: heads / t query heads, KV heads / t (when
+    ``kv_heads < t`` each chip keeps one KV head, replicated ``t / kv_heads`` times —
+    its cache and its QKV columns too), ffn / t (experts are split the same way, "expert
+    tensor parallelism").  QKV and gate/up are column-parallel, output and down
+    projections row-parallel, followed by an ``all_reduce`` of ``tokens·hidden`` values
+    (after attention and after the MLP).  The MoE router, top-k, dispatch and combine
+    are replicated on every chip.  The embedding table is replicated; the LM head
+    is split over the vocabulary (``⌈vocab/t⌉`` columns) followed by an ``all_gather`` of
+    the logits.  Collective ``bytes`` is the size of the full (reduced / gathered) tensor.
+
+Pipeline parallelism (``Parallelism.pipeline = p``)
+    Contiguous stages; when layers do not divide evenly the first ``layers % p`` stages get
+    one more.  The embedding runs on stage 0, final norm and LM head on the last stage, and
+    after every stage but the last a ``send`` of the ``tokens·hidden`` activations
+    (``participants = 2``, ``stage`` = the sender).  One trace holds every stage.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Iterator, Mapping
+from typing import Sequence as _Seq
+
+from sim.errors import WorkloadError
+from sim.ir.ops import (SPARSITIES, Attention, Collective, Conv2d, Copy, Gemm, Op, VectorOp, op_min_dram_bytes,
+                        op_to_dict)
+from sim.spec.dtypes import get_format, sparse_2_4_bytes
+from sim.spec.model_spec import ModelSpec
+
+#: vector-lane operations per element for the VectorOps the builder emits (estimates:
+#: each counts one multiply, add, compare, exp or reciprocal as one lane op).
+VECTOR_OPS_PER_ELEMENT: dict[str, float] = {
+    "rmsnorm": 4.0,      # square, accumulate, scale by rsqrt, multiply by weight
+    "layernorm": 7.0,    # mean, subtract, square, accumulate, scale, gamma, beta
+    "rope": 3.0,         # x·cos + rotate(x)·sin
+    "kv_append": 0.0,    # a copy into the cache (2.0 when converting to kv_dtype)
+    "softmax": 5.0,      # scale+mask, max, exp, sum, normalise
+    "silu_mul": 5.0,     # silu = x / (1 + exp(-x)): exp, add, divide; times up: 1; ~5
+    "gelu_mul": 9.0,     # tanh-GELU (~8) times up (1)
+    "gelu": 8.0,         # tanh approximation: cube, fma, tanh, add, multiplies
+    "relu": 1.0,
+    "add": 1.0,
+    "topk": 6.0,         # softmax over experts (5) + selection (1) per router logit
+    "moe_dispatch": 0.0, # gather of token rows into expert order (data movement only)
+    "moe_combine": 2.0,  # multiply by the gate weight, accumulate
+    "quant_act": 3.0,    # abs-max, scale, round/convert
+    "dequant": 2.0,      # convert, multiply by (block) scale
+    "block_scale": 2.0,  # combine the A and B block scales, scale the partial sum
+}
+
+_WIDE_FLOATS = ("bf16", "fp16", "fp32", "tf32")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """One sequence of an iteration: ``new_tokens`` processed now, ``past_tokens`` cached.
+
+    ``logits``: how many of the new positions need logits (LM head rows); ``None`` means
+    1 (the last new token: prefill, decode, last prefill chunk).
+    """
+
+    new_tokens: int
+    past_tokens: int = 0
+    logits: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("new_tokens", "past_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise WorkloadError(f"Sequence: {name} must be a whole number, got {v!r}")
+        if self.new_tokens < 1:
+            raise WorkloadError(f"Sequence: new_tokens must be >= 1, got {self.new_tokens}")
+        if self.past_tokens < 0:
+            raise WorkloadError(f"Sequence: past_tokens must be >= 0, got {self.past_tokens}")
+        if self.logits is not None and not (0 <= self.logits <= self.new_tokens):
+            raise WorkloadError(f"Sequence: logits must be in 0..new_tokens ({self.new_tokens}), got {self.logits}")
+
+    @property
+    def kv_len(self) -> int:
+        return self.past_tokens + self.new_tokens
+
+    @property
+    def logit_tokens(self) -> int:
+        return 1 if self.logits is None else self.logits
+
+    @classmethod
+    def verify(cls, draft_tokens: int, past_tokens: int) -> "Sequence":
+        """Speculative-decoding verification: ``draft + 1`` new tokens, logits for all."""
+        return cls(draft_tokens + 1, past_tokens, logits=draft_tokens + 1)
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """A batch of sequences processed in one forward pass (continuous batching mixes kinds)."""
+
+    sequences: tuple[Sequence, ...]
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        seqs = tuple(s if isinstance(s, Sequence) else Sequence(*s) for s in self.sequences)
+        if not seqs:
+            raise WorkloadError("an iteration needs at least one sequence")
+        object.__setattr__(self, "sequences", seqs)
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(s.new_tokens for s in self.sequences)
+
+    @property
+    def logit_tokens(self) -> int:
+        return sum(s.logit_tokens for s in self.sequences)
+
+    @property
+    def max_kv_len(self) -> int:
+        return max(s.kv_len for s in self.sequences)
+
+    def groups(self) -> list[tuple[int, int, int]]:
+        """``(new, past, count)`` for each distinct ``(new, past)``, in first-seen order."""
+        counts: dict[tuple[int, int], int] = {}
+        for s in self.sequences:
+            key = (s.new_tokens, s.past_tokens)
+            counts[key] = counts.get(key, 0) + 1
+        return [(n, p, c) for (n, p), c in counts.items()]
+
+    def describe(self) -> str:
+        parts = [f"{c}x(new={n}, past={p})" for n, p, c in self.groups()]
+        return (self.label + ": " if self.label else "") + " + ".join(parts)
+
+    def to_list(self) -> list[list[int | None]]:
+        return [[s.new_tokens, s.past_tokens, s.logits] for s in self.sequences]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Number formats of an iteration (names as in :mod:`sim.spec.dtypes`).
+
+    ``dtype``: GEMM inputs (activations side); ``weight_dtype``: stored weights (None =
+    ``dtype``); ``kv_dtype``: KV cache (None = the vector dtype); ``vector_dtype``: tensors
+    between GEMMs (None = ``dtype`` if a 16/32-bit float, else bf16); ``sparsity``: "2:4"
+    or "unstructured" on weights (see :class:`~sim.ir.ops.Gemm`); ``quantised_lm_head``: the LM head in the GEMM formats too (it normally
+    stays in the vector format; a chip without units for that needs it quantised).
+    """
+
+    dtype: str = "bf16"
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    sparsity: str | None = None
+    vector_dtype: str | None = None
+    quantised_lm_head: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("dtype", "weight_dtype", "kv_dtype", "vector_dtype"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, get_format(v).name)
+        if self.sparsity not in SPARSITIES:
+            raise WorkloadError(f"Precision: sparsity must be one of {SPARSITIES}, got {self.sparsity!r}")
+
+    @property
+    def vector_format(self) -> str:
+        if self.vector_dtype:
+            return self.vector_dtype
+        return self.dtype if self.dtype in _WIDE_FLOATS else "bf16"
+
+    @property
+    def weight_format(self) -> str:
+        return self.weight_dtype or self.dtype
+
+    @property
+    def kv_format(self) -> str:
+        return self.kv_dtype or self.vector_format
+
+    @property
+    def quantised_activations(self) -> bool:
+        return self.dtype != self.vector_format
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Tensor (Megatron) and pipeline parallel degrees, and the algorithm of the tensor-
+    parallel collectives ("ring" or "tree", see :func:`sim.model.engine.run.collective_seconds`)."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    collective_algorithm: str = "ring"
+
+    def __post_init__(self) -> None:
+        for name in ("tensor", "pipeline"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise WorkloadError(f"Parallelism: {name} must be a whole number >= 1, got {v!r}")
+        if self.collective_algorithm not in ("ring", "tree"):
+            raise WorkloadError(f"Parallelism: collective_algorithm must be 'ring' or 'tree', "
+                                f"got {self.collective_algorithm!r}")
+
+
+# --------------------------------------------------------------------------- trace
+
+
+@dataclass(frozen=True)
+class TraceOp:
+    """One op of a trace: where it sits (layer, block, pipeline stage) and how often.
+
+    ``repeat``: the op occurs in ``repeat`` consecutive identical layers starting at
+    ``layer`` (see the module notes); for an op outside the layers (``layer=None``) it
+    runs ``repeat`` times back to back.
+    """
+
+    op: Op
+    layer: int | None = None
+    block: str = ""
+    repeat: int = 1
+    stage: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
+            raise WorkloadError(f"TraceOp '{self.op.name}': repeat must be a whole number >= 1, got {self.repeat!r}")
+        if isinstance(self.stage, bool) or not isinstance(self.stage, int) or self.stage < 0:
+            raise WorkloadError(f"TraceOp '{self.op.name}': stage must be a whole number >= 0, got {self.stage!r}")
+        if self.layer is not None and (isinstance(self.layer, bool) or not isinstance(self.layer, int) or self.layer < 0):
+            raise WorkloadError(f"TraceOp '{self.op.name}': layer must be None or a whole number >= 0, got {self.layer!r}")
+
+    @property
+    def kind(self) -> str:
+        return self.op.kind
+
+
+def op_flops(op: Op) -> float:
+    if isinstance(op, Conv2d):
+        return 2 * op.macs
+    return op.flops
+
+
+@dataclass(frozen=True)
+class Trace:
+    """An ordered list of :class:`TraceOp` plus metadata (plain JSON-able values)."""
+
+    ops: tuple[TraceOp, ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "meta", dict(self.meta))
+
+    def __iter__(self) -> Iterator[TraceOp]:
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __getitem__(self, i: int) -> TraceOp:
+        return self.ops[i]
+
+    # .......................................................... views
+
+    def expanded(self) -> "Trace":
+        """Op-for-op form: every layer's ops listed, ``repeat = 1`` everywhere."""
+        out: list[TraceOp] = []
+        ops = self.ops
+        i = 0
+        while i < len(ops):
+            t = ops[i]
+            if t.repeat == 1:
+                out.append(t)
+                i += 1
+                continue
+            if t.layer is None:
+                out.extend(replace(t, repeat=1) for _ in range(t.repeat))
+                i += 1
+                continue
+            j = i
+            while j < len(ops) and (ops[j].layer, ops[j].repeat, ops[j].stage) == (t.layer, t.repeat, t.stage):
+                j += 1
+            body = ops[i:j]
+            for r in range(t.repeat):
+                out.extend(replace(b, layer=t.layer + r, repeat=1) for b in body)
+            i = j
+        return Trace(tuple(out), self.meta)
+
+    def filter(self, *, kind: str | None = None, block: str | None = None,
+               stage: int | None = None, layer: int | None = None) -> list[TraceOp]:
+        return [t for t in self.ops
+                if (kind is None or t.op.kind == kind) and (block is None or t.block == block)
+                and (stage is None or t.stage == stage) and (layer is None or t.layer == layer)]
+
+    def gemms(self) -> list[TraceOp]:
+        return self.filter(kind="gemm")
+
+    @property
+    def num_stages(self) -> int:
+        return max((t.stage for t in self.ops), default=0) + 1
+
+    # .......................................................... totals
+
+    def totals(self, stage: int | None = None) -> dict[str, float]:
+        """Sums over the trace (``repeat`` counted): FLOPs by kind, DRAM and network bytes."""
+        tot: dict[str, float] = {"ops": 0, "flops": 0, "macs": 0, "gemm_flops": 0, "attention_flops": 0,
+                                 "vector_flops": 0, "min_dram_bytes": 0, "weight_bytes": 0,
+                                 "collective_bytes": 0}
+        for t in self.ops:
+            if stage is not None and t.stage != stage:
+                continue
+            op, r = t.op, t.repeat
+            tot["ops"] += r
+            f = op_flops(op) * r
+            tot["flops"] += f
+            tot["macs"] += op.macs * r
+            if isinstance(op, (Gemm, Conv2d)):
+                tot["gemm_flops"] += f
+            elif isinstance(op, Attention):
+                tot["attention_flops"] += f
+            elif isinstance(op, VectorOp):
+                tot["vector_flops"] += f
+            if isinstance(op, Gemm) and "weight" in op.tags:
+                tot["weight_bytes"] += op.b_bytes() * r
+            if isinstance(op, Collective):
+                tot["collective_bytes"] += op.bytes * r
+            tot["min_dram_bytes"] += op_min_dram_bytes(op) * r
+        return tot
+
+    def to_dataframe(self):
+        """One row per TraceOp (pandas): placement, op fields, flops and bytes."""
+        import pandas as pd
+
+        rows = []
+        for t in self.ops:
+            row = {"layer": t.layer, "block": t.block, "repeat": t.repeat, "stage": t.stage}
+            row.update(op_to_dict(t.op))
+            row["flops"] = op_flops(t.op)
+            row["min_dram_bytes"] = op_min_dram_bytes(t.op)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def summary(self) -> str:
+        tot = self.totals()
+        head = self.meta.get("model", "trace")
+        desc = self.meta.get("iteration_text", "")
+        return (f"{head} {desc}: {len(self.ops)} entries ({int(tot['ops'])} ops), "
+                f"{tot['flops'] / 1e9:.3f} GFLOP, {tot['min_dram_bytes'] / 1e6:.3f} MB min DRAM, "
+                f"{tot['collective_bytes'] / 1e6:.3f} MB collectives")
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _signature(op: Op, check_dtypes: bool) -> tuple:
+    if isinstance(op, Gemm):
+        sig: tuple = ("gemm", op.m, op.k, op.n, op.count)
+        return sig + ((op.dtype, op.b_dtype, op.sparsity) if check_dtypes else ())
+    if isinstance(op, Attention):
+        sig = ("attention", op.batch, op.heads, op.kv_heads, op.head_dim, op.q_len, op.kv_len, op.scored_pairs())
+        return sig + ((op.dtype, op.kv_format) if check_dtypes else ())
+    if isinstance(op, VectorOp):
+        return ("vector", op.op, op.elements)
+    if isinstance(op, Copy):
+        return ("copy", op.bytes)
+    if isinstance(op, Collective):
+        return ("collective", op.collective, op.bytes, op.participants)
+    if isinstance(op, Conv2d):
+        return ("conv2d", op.batch, op.in_h, op.in_w, op.in_channels, op.out_channels,
+                op.kernel_h, op.kernel_w, op.stride, op.padding)
+    return (op.kind, op)
+
+
+_SIG_NAMES = {
+    "gemm": ("m", "k", "n", "count", "dtype", "b_dtype", "sparsity"),
+    "attention": ("batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "scored_pairs", "dtype", "kv_dtype"),
+    "vector": ("op", "elements"),
+    "copy": ("bytes",),
+    "collective": ("collective", "bytes", "participants"),
+    "conv2d": ("batch", "in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride", "padding"),
+}
+
+
+def _label(t: TraceOp, i: int) -> str:
+    where = f"layer {t.layer}" if t.layer is not None else "no layer"
+    return f"#{i} {t.op.kind} '{t.op.name}' ({where})"
+
+
+def _describe_sig(sig: tuple) -> str:
+    names = _SIG_NAMES.get(sig[0], ())
+    return sig[0] + "(" + ", ".join(f"{n}={v}" for n, v in zip(names, sig[1:])) + ")"
+
+
+def compare_traces(a: Trace, b: Trace, *, vector: str = "elements", check_dtypes: bool = False,
+                   ignore_layout_copies: bool = True, max_differences: int = 50) -> list[str]:
+    """Op-for-op comparison of two traces (both expanded first); ``[]`` means they match.
+
+    What must match, in order:
+
+    * Gemm: ``m, k, n, count`` (+ dtypes, sparsity with ``check_dtypes``);
+    * Attention: ``batch, heads, kv_heads, head_dim, q_len, kv_len`` and the number of
+      scored (query, key) pairs — so a decode step with or without a causal flag matches;
+    * Collective: kind, bytes, participants; Copy: bytes; Conv2d: its shape;
+    * VectorOp (``vector="elements"``): the ``op`` name and the element count.  With
+      ``vector="ignore"`` VectorOps are left out (useful for traces captured from
+      arbitrary modules, whose elementwise ops are finer-grained than the builder's).
+
+    Names, blocks and byte counts of VectorOps are not compared.  Copies whose name
+    starts with ``layout`` (contiguous/clone copies a framework makes to change a
+    tensor's layout) are skipped unless ``ignore_layout_copies=False``.
+    """
+    if vector not in ("elements", "ignore"):
+        raise WorkloadError(f"compare_traces: vector must be 'elements' or 'ignore', got {vector!r}")
+
+    def keep(t: TraceOp) -> bool:
+        if isinstance(t.op, VectorOp) and vector == "ignore":
+            return False
+        if isinstance(t.op, Copy) and ignore_layout_copies and t.op.name.startswith("layout"):
+            return False
+        return True
+
+    xa = [(i, t) for i, t in enumerate(a.expanded().ops) if keep(t)]
+    xb = [(i, t) for i, t in enumerate(b.expanded().ops) if keep(t)]
+    sa = [_signature(t.op, check_dtypes) for _, t in xa]
+    sb = [_signature(t.op, check_dtypes) for _, t in xb]
+    diffs: list[str] = []
+    matcher = difflib.SequenceMatcher(a=sa, b=sb, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "replace" and (i2 - i1) == (j2 - j1):
+            for di in range(i2 - i1):
+                (ia, ta), (ib, tb) = xa[i1 + di], xb[j1 + di]
+                x, y = sa[i1 + di], sb[j1 + di]
+                if x[0] != y[0]:
+                    diffs.append(f"{_label(ta, ia)} vs {_label(tb, ib)}: {_describe_sig(x)} vs {_describe_sig(y)}")
+                else:
+                    names = _SIG_NAMES.get(x[0], ())
+                    fd = [f"{n} {u} vs {v}" for n, u, v in zip(names, x[1:], y[1:]) if u != v]
+                    diffs.append(f"{_label(ta, ia)} vs {_label(tb, ib)}: " + ", ".join(fd))
+            continue
+        for k in range(i1, i2):
+            ia, ta = xa[k]
+            diffs.append(f"only in first: {_label(ta, ia)} {_describe_sig(sa[k])}")
+        for k in range(j1, j2):
+            ib, tb = xb[k]
+            diffs.append(f"only in second: {_label(tb, ib)} {_describe_sig(sb[k])}")
+    if len(diffs) > max_differences:
+        more = len(diffs) - max_differences
+        diffs = diffs[:max_differences] + [f"... and {more} more differences"]
+    return diffs
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float = 0.0) -> list[int]:
+    """Tokens each expert receives when ``tokens`` tokens each pick ``top_k`` experts.
+
+    Balanced (``skew = 0``): ``tokens·top_k`` assignments split evenly, the remainder one
+    each to experts ``0..r-1``.  Skewed: shares ∝ ``(i+1)^-skew``, capped at ``tokens``,
+    largest-remainder rounding (ties → lower index).  The counts always sum to
+    ``tokens·top_k`` and none exceeds ``tokens``.
+    """
+    if tokens < 0 or num_experts < 1 or not (1 <= top_k <= num_experts):
+        raise WorkloadError(f"expert_token_counts: bad arguments tokens={tokens}, experts={num_experts}, top_k={top_k}")
+    if skew < 0:
+        raise WorkloadError(f"moe skew must be >= 0, got {skew}")
+    total = tokens * top_k
+    if skew == 0:
+        base, rem = divmod(total, num_experts)
+        return [base + (1 if i < rem else 0) for i in range(num_experts)]
+    weights = [(i + 1) ** -skew for i in range(num_experts)]
+    shares = [0.0] * num_experts
+    free = list(range(num_experts))
+    remaining = float(total)
+    while free:
+        wsum = sum(weights[i] for i in free)
+        over = [i for i in free if remaining * weights[i] / wsum > tokens]
+        if not over:
+            for i in free:
+                shares[i] = remaining * weights[i] / wsum
+            break
+        for i in over:
+            shares[i] = float(tokens)
+            remaining -= tokens
+            free.remove(i)
+    counts = [min(tokens, math.floor(s + 1e-9)) for s in shares]
+    left = total - sum(counts)
+    order = sorted(range(num_experts), key=lambda i: (-(shares[i] - math.floor(shares[i] + 1e-9)), i))
+    while left > 0:
+        progressed = False
+        for i in order:
+            if left == 0:
+                break
+            if counts[i] < tokens:
+                counts[i] += 1
+                left -= 1
+                progressed = True
+        if not progressed:  # pragma: no cover - impossible when top_k <= experts
+            raise WorkloadError("expert_token_counts: cannot place every assignment")
+    return counts
+
+
+def stage_layers(num_layers: int, pipeline: int) -> list[range]:
+    """Contiguous layer ranges per pipeline stage; the first ``layers % p`` stages get one more."""
+    if pipeline > num_layers:
+        raise WorkloadError(f"pipeline degree {pipeline} exceeds the number of layers {num_layers}")
+    base, rem = divmod(num_layers, pipeline)
+    out, start = [], 0
+    for s in range(pipeline):
+        n = base + (1 if s < rem else 0)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def kv_cache_bytes(model: ModelSpec, tokens: int, batch: int = 1, kv_dtype: str = "bf16") -> int:
+    """KV-cache bytes: ``2 × layers × kv_heads × head_dim × tokens × batch × bytes per value``.
+
+    Block-scaled formats add their scales (blocks along ``head_dim``, per head vector).
+    """
+    return model.kv_bytes_per_token(kv_dtype) * int(tokens) * int(batch)
+
+
+def _matrix_bytes(fmt: str, k: int, n: int, sparsity: str | None = None) -> int:
+    if sparsity == "2:4":
+        return sparse_2_4_bytes(fmt, k * n)
+    return get_format(fmt).bytes_for(k * n)
+
+
+def weight_bytes(model: ModelSpec, precision: Precision = Precision()) -> int:
+    """Bytes of all weights as the builder stores them (whole model, all chips together).
+
+    Linear layers of the decoder (QKV, output, MLP / experts) in ``weight_format`` (2:4
+    compressed when sparse); embeddings, LM head, router, norms and biases in the
+    vector dtype.  Each matrix is sized as the fused Gemm operand the trace uses.
+    """
+    wf, vf, sp = precision.weight_format, precision.vector_format, precision.sparsity
+    h, f = model.hidden_size, model.ffn_size
+    vb = get_format(vf)
+    mlp = (_matrix_bytes(wf, h, 2 * f, sp) if model.gated_mlp else _matrix_bytes(wf, h, f, sp)) \
+        + _matrix_bytes(wf, f, h, sp)
+    mlp_bias = vb.bytes_for((2 * f if model.gated_mlp else f) + h) if model.mlp_bias else 0
+    total = 0
+    for layer in range(model.num_layers):
+        total += _matrix_bytes(wf, h, model.qkv_size, sp) + _matrix_bytes(wf, model.q_size, h, sp)
+        if model.attention_bias:
+            total += vb.bytes_for(model.qkv_size + h)
+        total += model.norms_per_layer * vb.bytes_for(h * (2 if model.norm == "layernorm" else 1))
+        if model.is_moe_layer(layer):
+            total += model.num_experts * (mlp + mlp_bias) + vb.bytes_for(h * model.num_experts)
+        else:
+            total += mlp + mlp_bias
+    total += vb.bytes_for(h * (2 if model.norm == "layernorm" else 1))  # final norm
+    emb_values = model.vocab_size * h * (1 if model.tied_embeddings else 2)
+    if model.positional == "learned":
+        emb_values += model.max_context * h
+    return total + vb.bytes_for(emb_values)
+
+
+# --------------------------------------------------------------------------- builder
+
+
+class _Builder:
+    def __init__(self, model: ModelSpec, it: Iteration, precision: Precision, attention: str,
+                 parallel: Parallelism, moe_skew: float):
+        self.model, self.it, self.p, self.attention, self.par = model, it, precision, attention, parallel
+        self.moe_skew = moe_skew
+        t = parallel.tensor
+        m = model
+        if m.num_heads % t:
+            raise WorkloadError(f"tensor parallel degree {t} does not divide num_heads ({m.num_heads}) of {m.name}")
+        if m.num_kv_heads >= t:
+            if m.num_kv_heads % t:
+                raise WorkloadError(f"tensor parallel degree {t} does not divide num_kv_heads ({m.num_kv_heads}) of {m.name}")
+            self.kv = m.num_kv_heads // t
+        else:
+            if t % m.num_kv_heads:
+                raise WorkloadError(f"num_kv_heads ({m.num_kv_heads}) of {m.name} does not divide tensor parallel degree {t}")
+            self.kv = 1  # each KV head replicated t / kv_heads times
+        if m.ffn_size % t:
+            raise WorkloadError(f"tensor parallel degree {t} does not divide ffn_size ({m.ffn_size}) of {m.name}")
+        self.heads = m.num_heads // t
+        self.ffn = m.ffn_size // t
+        self.d = m.head_dim
+        self.h = m.hidden_size
+        self.T = it.new_tokens
+        self.vf = precision.vector_format
+        self.vfmt = get_format(self.vf)
+        self.kvf = precision.kv_format
+
+    # ......................................................... small makers
+
+    def vbytes(self, n: int) -> int:
+        return self.vfmt.bytes_for(n)
+
+    def vec(self, name: str, op: str, elements: int, read: int, write: int, ops: float | None = None) -> VectorOp:
+        return VectorOp(name, op, int(elements), float(VECTOR_OPS_PER_ELEMENT[op] if ops is None else ops),
+                        int(read), int(write))
+
+    def norm(self, name: str, tokens: int) -> VectorOp:
+        kind = self.model.norm
+        params = self.h * (2 if kind == "layernorm" else 1)
+        return self.vec(name, kind, tokens * self.h, self.vbytes(tokens * self.h) + self.vbytes(params),
+                        self.vbytes(tokens * self.h))
+
+    def add(self, name: str, elements: int) -> VectorOp:
+        return self.vec(name, "add", elements, 2 * self.vbytes(elements), self.vbytes(elements))
+
+    def weight_gemm(self, name: str, m: int, k: int, n: int, count: int = 1, quantised: bool = True,
+                    tags: tuple[str, ...] = ()) -> list[Op]:
+        """A Gemm against stored weights, with the explicit format-conversion work around it."""
+        tags = ("weight",) + tags
+        if not quantised:
+            return [Gemm(name, m, k, n, count, dtype=self.vf, tags=tags)]
+        p = self.p
+        gd, wd = p.dtype, p.weight_format
+        ops: list[Op] = []
+        if p.quantised_activations:
+            ops.append(self.vec(f"{name}.quant_act", "quant_act", m * k * count, self.vbytes(m * k) * count,
+                                get_format(gd).bytes_for(m * k) * count))
+        if wd != gd:
+            ops.append(self.vec(f"{name}.dequant", "dequant", k * n * count, 0, 0))
+            tags = tags + (f"dequant:{wd}->{gd}",)
+        if p.sparsity:
+            tags = tags + (f"sparse:{p.sparsity}",)
+        # an integer GEMM writes the tensors' format (bf16 after W8A8 on a GPU, int8 on an
+        # int8-only chip), not its int32 accumulators
+        out = self.vf if (p.quantised_activations or get_format(gd).kind == "int") else None
+        ops.append(Gemm(name, m, k, n, count, dtype=gd, weight_dtype=wd if wd != gd else None,
+                        out_dtype=out, sparsity=p.sparsity, tags=tags))
+        bs = get_format(gd).block_size
+        if bs:
+            ops.append(self.vec(f"{name}.block_scale", "block_scale", m * n * (-(-k // bs)) * count, 0, 0))
+        return ops
+
+    # ......................................................... layer pieces
+
+    def attention_ops(self) -> list[Op]:
+        p, d = self.p, self.d
+        heads, kv = self.heads, self.kv
+        group = heads // kv
+        kv_fmt = None if self.kvf == self.vf else self.kvf
+        out: list[Op] = []
+        for new, past, count in self.it.groups():
+            kv_len = past + new
+            att = Attention("attn.core", batch=count, heads=heads, kv_heads=kv, head_dim=d, q_len=new,
+                            kv_len=kv_len, causal=True, dtype=self.vf, kv_dtype=kv_fmt, fused=True)
+            if self.attention == "fused":
+                out.append(att)
+                continue
+            m = new * group
+            cnt = count * kv
+            useful = f"useful_pairs={att.scored_pairs() * count * heads}"
+            if kv_fmt:
+                out.append(self.vec("attn.qk.dequant", "dequant", d * kv_len * cnt, 0, 0))
+            qk = Gemm("attn.qk", m, d, kv_len, cnt, dtype=self.vf, weight_dtype=kv_fmt,
+                      tags=("scores_to_dram", "full_rectangle", useful))
+            out.append(qk)
+            score_bytes = qk.c_bytes()
+            out.append(self.vec("attn.softmax", "softmax", m * kv_len * cnt, score_bytes, score_bytes))
+            if kv_fmt:
+                out.append(self.vec("attn.pv.dequant", "dequant", kv_len * d * cnt, 0, 0))
+            out.append(Gemm("attn.pv", m, kv_len, d, cnt, dtype=self.vf, weight_dtype=kv_fmt,
+                            tags=("scores_from_dram", "full_rectangle", useful)))
+        return out
+
+    def attn_branch(self, normed_tokens: int) -> list[tuple[Op, str]]:
+        T, d, h = self.T, self.d, self.h
+        ops: list[Op] = []
+        qkv_n = (self.heads + 2 * self.kv) * d
+        ops += self.weight_gemm("attn.qkv", T, h, qkv_n, tags=("column_parallel",) if self.par.tensor > 1 else ())
+        if self.model.positional == "rope":
+            el = T * (self.heads + self.kv) * d
+            ops.append(self.vec("attn.rope", "rope", el, self.vbytes(el) + self.vbytes(T * d), self.vbytes(el)))
+        kv_el = 2 * T * self.kv * d
+        kv_write = 2 * T * self.kv * get_format(self.kvf).bytes_for(d)
+        ops.append(self.vec("attn.kv_append", "kv_append", kv_el, self.vbytes(kv_el), kv_write,
+                            ops=0.0 if self.kvf == self.vf else VECTOR_OPS_PER_ELEMENT["quant_act"]))
+        ops += self.attention_ops()
+        ops += self.weight_gemm("attn.o_proj", T, self.heads * d, h,
+                                tags=("row_parallel",) if self.par.tensor > 1 else ())
+        return [(o, "attn") for o in ops]
+
+    def mlp_branch(self, layer: int) -> list[tuple[Op, str]]:
+        T, h, F = self.T, self.h, self.ffn
+        model = self.model
+        tp = self.par.tensor > 1
+        act = {"silu_glu": "silu_mul", "gelu_glu": "gelu_mul", "gelu": "gelu", "relu": "relu"}[model.activation]
+        if not model.is_moe_layer(layer):
+            ops: list[Op] = []
+            if model.gated_mlp:
+                ops += self.weight_gemm("mlp.gate_up", T, h, 2 * F, tags=("column_parallel",) if tp else ())
+                ops.append(self.vec("mlp.act", act, T * F, self.vbytes(2 * T * F), self.vbytes(T * F)))
+            else:
+                ops += self.weight_gemm("mlp.up", T, h, F, tags=("column_parallel",) if tp else ())
+                ops.append(self.vec("mlp.act", act, T * F, self.vbytes(T * F), self.vbytes(T * F)))
+            ops += self.weight_gemm("mlp.down", T, F, h, tags=("row_parallel",) if tp else ())
+            return [(o, "mlp") for o in ops]
+        E, k = model.num_experts, model.experts_per_token
+        ops = []
+        ops += self.weight_gemm("moe.router", T, h, E, quantised=False)
+        ops.append(self.vec("moe.topk", "topk", T * E, self.vbytes(T * E), T * k * (4 + self.vfmt.bits // 8)))
+        A = T * k
+        ops.append(self.vec("moe.dispatch", "moe_dispatch", A * h, self.vbytes(A * h), self.vbytes(A * h)))
+        counts = expert_token_counts(T, E, k, self.moe_skew)
+        by_count = Counter(c for c in counts if c > 0)
+        groups = sorted(by_count.items(), key=lambda kv_: -kv_[0])
+        n_up = 2 * F if model.gated_mlp else F
+        for c, nexp in groups:
+            ops += self.weight_gemm("moe.gate_up" if model.gated_mlp else "moe.up", c, h, n_up, count=nexp,
+                                    tags=(f"experts={nexp}", f"tokens_per_expert={c}"))
+        ops.append(self.vec("moe.act", act, A * F, self.vbytes(A * n_up), self.vbytes(A * F)))
+        for c, nexp in groups:
+            ops += self.weight_gemm("moe.down", c, F, h, count=nexp,
+                                    tags=(f"experts={nexp}", f"tokens_per_expert={c}"))
+        ops.append(self.vec("moe.combine", "moe_combine", A * h, self.vbytes(A * h) + T * k * self.vfmt.bits // 8,
+                            self.vbytes(T * h)))
+        return [(o, "moe") for o in ops]
+
+    def all_reduce(self, name: str) -> Collective:
+        return Collective(name, "all_reduce", self.vbytes(self.T * self.h), self.par.tensor,
+                          self.par.collective_algorithm)
+
+    def layer(self, layer: int) -> list[tuple[Op, str]]:
+        T, h = self.T, self.h
+        tp = self.par.tensor > 1
+        model = self.model
+        out: list[tuple[Op, str]] = [(self.norm("attn_norm", T), "attn")]
+        if model.parallel_attention:
+            out += self.attn_branch(T)
+            mlp = self.mlp_branch(layer)
+            out += mlp
+            blk = mlp[-1][1]
+            out.append((self.add("parallel.add", T * h), blk))
+            if tp:
+                out.append((self.all_reduce("parallel.all_reduce"), blk))
+            out.append((self.add("residual", T * h), blk))
+            return out
+        out += self.attn_branch(T)
+        if tp:
+            out.append((self.all_reduce("attn.all_reduce"), "attn"))
+        out.append((self.add("attn.residual", T * h), "attn"))
+        mlp = self.mlp_branch(layer)
+        blk = mlp[-1][1]
+        out.append((self.norm("mlp_norm", T), blk))
+        out += mlp
+        if tp:
+            out.append((self.all_reduce(f"{blk}.all_reduce"), blk))
+        out.append((self.add(f"{blk}.residual", T * h), blk))
+        return out
+
+    # ......................................................... whole iteration
+
+    def build(self, include_lm_head: bool, include_embedding: bool, compact: bool) -> list[TraceOp]:
+        T, h, model = self.T, self.h, self.model
+        stages = stage_layers(model.num_layers, self.par.pipeline)
+        ops: list[TraceOp] = []
+        if include_embedding:
+            ops.append(TraceOp(Copy("embed_tokens", self.vbytes(T * h)), None, "embed", 1, 0))
+            if model.positional == "learned":
+                ops.append(TraceOp(Copy("embed_positions", self.vbytes(T * h)), None, "embed", 1, 0))
+                ops.append(TraceOp(self.add("embed.add", T * h), None, "embed", 1, 0))
+        for s, layers in enumerate(stages):
+            bodies = [(i, tuple(self.layer(i))) for i in layers]
+            runs: list[tuple[int, int, tuple]] = []
+            for i, body in bodies:
+                if compact and runs and runs[-1][2] == body:
+                    first, n, b = runs[-1]
+                    runs[-1] = (first, n + 1, b)
+                else:
+                    runs.append((i, 1, body))
+            for first, n, body in runs:
+                ops.extend(TraceOp(op, first, blk, n, s) for op, blk in body)
+            if s < len(stages) - 1:
+                ops.append(TraceOp(Collective("pp.send", "send", self.vbytes(T * h), 2), None, "pp", 1, s))
+        last = len(stages) - 1
+        L = self.it.logit_tokens
+        if include_lm_head and L > 0:
+            ops.append(TraceOp(self.norm("final_norm", T), None, "lm_head", 1, last))
+            t = self.par.tensor
+            vocab = -(-model.vocab_size // t)
+            for op in self.weight_gemm("lm_head", L, h, vocab, quantised=self.p.quantised_lm_head,
+                                       tags=("column_parallel",) if t > 1 else ()):
+                ops.append(TraceOp(op, None, "lm_head", 1, last))
+            if t > 1:
+                ops.append(TraceOp(Collective("lm_head.all_gather", "all_gather", self.vbytes(L * model.vocab_size), t,
+                                              self.par.collective_algorithm), None, "lm_head", 1, last))
+        return ops
+
+
+def _as_iteration(batch: Iteration | Iterable[Sequence | tuple] | Sequence) -> Iteration:
+    if isinstance(batch, Iteration):
+        return batch
+    if isinstance(batch, Sequence):
+        return Iteration((batch,))
+    return Iteration(tuple(batch))
+
+
+def build_iteration(model: ModelSpec, batch: Iteration | _Seq[Sequence] | Sequence,
+                    precision: Precision = Precision(), attention: str = "fused",
+                    parallel: Parallelism = Parallelism(), include_lm_head: bool = True,
+                    include_embedding: bool = True, *, moe_skew: float = 0.0,
+                    compact: bool = True) -> Trace:
+    """The ops of one decoder iteration (see the module notes for every convention).
+
+    ``batch``: an :class:`Iteration`, a list of :class:`Sequence` (or ``(new, past)``
+    tuples) or one Sequence.  ``attention``: ``"fused"`` or ``"unfused"``.  ``moe_skew``:
+    0 for a balanced expert assignment, > 0 for a Zipf-skewed one.  ``compact=False``
+    emits every layer separately (the same as ``.expanded()``).
+    """
+    if not isinstance(model, ModelSpec):
+        raise WorkloadError(f"build_iteration: model must be a ModelSpec, got {type(model).__name__}")
+    if attention not in ("fused", "unfused"):
+        raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
+    if not isinstance(precision, Precision):
+        raise WorkloadError("precision must be a Precision")
+    if not isinstance(parallel, Parallelism):
+        raise WorkloadError("parallel must be a Parallelism")
+    it = _as_iteration(batch)
+    if it.max_kv_len > model.max_context:
+        raise WorkloadError(
+            f"a sequence reaches {it.max_kv_len} tokens, beyond max_context {model.max_context} of {model.name} "
+            f"(override max_context to explore longer contexts)")
+    ops, meta = _build_cached(model, it, precision, attention, parallel, include_lm_head, include_embedding,
+                              moe_skew, compact)
+    return Trace(ops, copy.deepcopy(meta))
+
+
+@functools.lru_cache(maxsize=256)
+def _build_cached(model: ModelSpec, it: Iteration, precision: Precision, attention: str, parallel: Parallelism,
+                  include_lm_head: bool, include_embedding: bool, moe_skew: float, compact: bool):
+    """The ops (a tuple of frozen TraceOps) and metadata of one iteration; every input is
+    immutable and hashable, so a sweep that runs the same iteration on many chips builds
+    it once."""
+    b = _Builder(model, it, precision, attention, parallel, moe_skew)
+    ops = b.build(include_lm_head, include_embedding, compact)
+    meta = {
+        "format": "sim-trace",
+        "version": 1,
+        "model": model.name,
+        "iteration": it.to_list(),
+        "iteration_text": it.describe(),
+        "precision": asdict(precision),
+        "parallel": asdict(parallel),
+        "attention": attention,
+        "include_lm_head": include_lm_head,
+        "include_embedding": include_embedding,
+        "moe_skew": moe_skew,
+    }
+    return tuple(ops), meta
+
+
+def prefill(model: ModelSpec, batch: int, prompt_len: int, past_tokens: int = 0, **kwargs: Any) -> Trace:
+    """``batch`` sequences of ``prompt_len`` new tokens (behind ``past_tokens`` cached ones)."""
+    return build_iteration(model, Iteration(tuple(Sequence(prompt_len, past_tokens) for _ in range(batch)),
+                                            label="prefill"), **kwargs)
+
+
+def decode(model: ModelSpec, batch: int, context_len: int, **kwargs: Any) -> Trace:
+    """One decode step: ``batch`` sequences with ``context_len`` tokens already cached, 1 new each."""
+    return build_iteration(model, Iteration(tuple(Sequence(1, context_len) for _ in range(batch)),
+                                            label="decode"), **kwargs)
+
+
+def speculative_verify(model: ModelSpec, batch: int, draft_tokens: int, context_len: int, **kwargs: Any) -> Trace:
+    """Verification of ``draft_tokens`` drafted tokens per sequence (``draft + 1`` new, all with logits)."""
+    return build_iteration(model, Iteration(tuple(Sequence.verify(draft_tokens, context_len) for _ in range(batch)),
+                                            label="verify"), **kwargs)
+
+
+__all__ = [
+    "Sequence", "Iteration", "Precision", "Parallelism", "TraceOp", "Trace",
+    "build_iteration", "prefill", "decode", "speculative_verify",
+    "kv_cache_bytes", "weight_bytes", "expert_token_counts", "stage_layers",
+    "compare_traces", "op_flops", "op_min_dram_bytes", "VECTOR_OPS_PER_ELEMENT",
+]

@@ -1,0 +1,87 @@
+"""Finding and loading chip files.
+
+Chips ship with the package (the repository's ``arch_configs/`` folder; see
+:mod:`sim.spec.catalog` for the search order: ``$SIM_ARCH_DIR`` replaces it, a user folder
+``~/.config/sim/arch_configs`` adds to it).  Anything that takes a chip accepts either a
+name (``"tpu_v1"``) or a path to a YAML file; an unknown name raises
+:class:`~sim.errors.UnknownNameError` listing the available chips.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence, Union
+
+import sim.spec.catalog as catalog
+from sim.errors import UnknownNameError
+from sim.spec.chip import ChipSpec
+from sim.spec.loader import load_model
+
+__all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "looks_like_path"]
+
+#: environment variable that replaces the shipped ``arch_configs/`` folder
+ARCH_DIR_ENV = catalog.KINDS["chips"].env_var
+_SUFFIXES = (".yaml", ".yml")
+
+PathLike = Union[str, "os.PathLike[str]"]
+Overrides = Union[Mapping[str, Any], Sequence[str], None]
+
+
+def chips_dir() -> Path:
+    """The folder holding chip files: ``$SIM_ARCH_DIR`` or the shipped ``arch_configs/``."""
+    return catalog.primary_dir("chips")
+
+
+def list_chips() -> list[str]:
+    """Names (file stems) of the chips in :func:`chips_dir` and the user folder, sorted."""
+    return catalog.names("chips")
+
+
+def looks_like_path(text: str) -> bool:
+    """Whether a chip argument is a path (a YAML suffix or a folder separator) rather than a name."""
+    return text.endswith(_SUFFIXES) or "/" in text or os.sep in text or text.startswith(".")
+
+
+def resolve_chip_path(name_or_path: PathLike) -> Path:
+    """A chip name from :func:`chips_dir` or a path -> the file's path.
+
+    An existing file is returned as is; text that looks like a path (has a ``.yaml``
+    suffix or a directory separator) is returned even when missing, so that loading it
+    reports "file not found" at that path; any other unknown name raises
+    :class:`UnknownNameError` listing the available chips.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    text = os.fspath(name_or_path)
+    if looks_like_path(text):
+        return path
+    found = catalog.find("chips", text)
+    if found is not None:
+        return found
+    raise UnknownNameError("chip", text, list_chips())
+
+
+def _normalise_overrides(overrides: Overrides) -> tuple[str, ...]:
+    if not overrides:
+        return ()
+    if isinstance(overrides, Mapping):
+        return tuple(f"{k}={v}" for k, v in overrides.items())
+    if isinstance(overrides, str):
+        return (overrides,)
+    return tuple(str(o) for o in overrides)
+
+
+def load_chip(name_or_path: PathLike, overrides: Overrides = None) -> ChipSpec:
+    """Load and validate a chip; ``overrides`` are ``dotted.path=value`` edits.
+
+    ``overrides`` may be a list of ``"path=value"`` strings (as given to ``--set``) or a
+    mapping ``{"memory.levels.hbm.data_rate_gbps_per_pin": 8}``; list items are addressed
+    by index or by their ``name``.  The result records :attr:`ChipSpec.source_path` and
+    :attr:`ChipSpec.overrides`.  Raises :class:`ConfigError` for any invalid input.
+    """
+    path = resolve_chip_path(name_or_path)
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    spec = load_model(ChipSpec, path, dict(overrides) if isinstance(overrides, Mapping) else overrides)
+    return spec._set_provenance(path, _normalise_overrides(overrides))

@@ -1,0 +1,86 @@
+"""Typed, frozen description of a software stack, read from ``stacks/*.yaml``.
+
+A stack profile says how a software stack turns a model's ops into the kernels it
+launches: which ops it fuses, which it splits, and on which library path (an array of
+the chip, e.g. cuDNN's sm80 decode kernel on ``tensor_cores_sm80``) a kernel runs.  The
+lowering itself is :mod:`sim.model.stacks`; this module only validates the declaration.  Array
+names are the chip's: a profile that names an array the chip lacks is an error when it
+is used on that chip, never a silent fallback.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AttentionRule(_Frozen):
+    """How the fused attention op runs."""
+
+    decode_array: str | None = Field(
+        default=None, description="array (library path) of the kernel for one query row per sequence; "
+                                  "None: the chip's default array")
+    prefill_array: str | None = Field(default=None, description="array of the kernel for longer queries")
+    prefill_stats_fill: bool = Field(
+        default=False, description="a fill kernel of one fp32 softmax statistic per query row runs before a "
+                                   "prefill attention kernel")
+    output_copy: bool = Field(
+        default=False, description="for more than one query row the attention output is made contiguous "
+                                   "(a copy) before the output projection")
+
+
+class MisalignedGemmRule(_Frozen):
+    """16-bit GEMMs whose row strides are not aligned for the main kernels' loads."""
+
+    align_elements: int = Field(ge=1, description="k and n must be multiples of this for the main path")
+    dtypes: tuple[str, ...] = ("bf16", "fp16")
+    even_array: str = Field(description="array of the kernels for even (but misaligned) strides")
+    odd_array: str = Field(description="array of the kernels for odd strides")
+
+
+class Sparse24GemmRule(_Frozen):
+    """2:4 structured-sparse GEMMs run through a sparse library."""
+
+    row_multiple: int = Field(ge=1, description="the input's rows are padded to a multiple of this "
+                                                "(a fill and a copy of the padded input)")
+    tiles: tuple[int, int, int] | None = Field(default=None, description="the library's only (m, n, k) tile")
+    split_k: tuple[int, ...] | None = Field(default=None, description="split-K factors the library uses")
+
+
+class GemmRule(_Frozen):
+    dtype_arrays: dict[str, str] = Field(default_factory=dict,
+                                         description="number format -> array its GEMMs run on")
+    misaligned: MisalignedGemmRule | None = None
+    sparse_2_4: Sparse24GemmRule | None = None
+
+
+class StackSpec(_Frozen):
+    """One software stack, as declared in ``stacks/<name>.yaml``."""
+
+    schema_version: Literal[1]
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="short name, equal to the file stem")
+    description: str = Field(min_length=1)
+    kv_append: Literal["one", "split"] = Field(
+        default="one", description="the K and V cache writes: one kernel, or two copies (split)")
+    gated_activation: Literal["fused", "separate"] = Field(
+        default="fused", description="SiLU/GELU and the multiply by up: one kernel, or two (separate)")
+    fuse_rope_kv_append: bool = Field(
+        default=False, description="RoPE and the KV-cache write are one kernel (reads q/k once)")
+    fuse_residual_norm: bool = Field(
+        default=False, description="a residual add and the norm that follows are one kernel")
+    attention: AttentionRule = AttentionRule()
+    gemm: GemmRule = GemmRule()
+    references: tuple[str, ...] = ()
+
+    def arrays(self) -> set[str]:
+        """Every array name the profile refers to."""
+        a = self.attention
+        out = {x for x in (a.decode_array, a.prefill_array) if x}
+        out.update(self.gemm.dtype_arrays.values())
+        if self.gemm.misaligned is not None:
+            out.update((self.gemm.misaligned.even_array, self.gemm.misaligned.odd_array))
+        return out
