@@ -152,11 +152,7 @@ def _fixed_clock(name: str) -> tuple:
 
 #: knobs found inert or wrong, measured (strict: the test fails once they are fixed)
 _XFAIL = {
-    ("noc", "blackwell_b200"): "NoC x2 speeds a NoC-bound stream 2.14x (superlinear; 1.48x with DVFS on)",
-    ("rows", "blackwell_b200"): "tensor-core rows x2 gives 1.42x on a compute-bound GEMM (cols 1.89x): "
-                                "the 4 x 32 x 32 output-stationary arrays without fold overlap (issue 12 item 4)",
-    ("never-cores", "blackwell_b200"): "cores x2 makes a 64 MiB copy 6.7 % slower (x0.933)",
-    ("never-sram", "blackwell_b200"): "shared memory x2 makes a 64 MiB copy 5.8 % slower (x0.942)",
+    ("never-cores", "blackwell_b200"): "cores x2 makes a 64 MiB copy 3.4 % slower (x0.966)",
     ("never-cores", "scalesim_32x32"): "cores x2 makes a decode GEMV 4.4 % slower (x0.956): the two cores "
                                        "share the 10 B/cycle NoC",
     ("never-cores", "tpu_v1"): "cores x2 makes a copy 1.3 % slower (x0.987)",
