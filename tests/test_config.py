@@ -155,7 +155,9 @@ def test_b200_memory_and_structure():
     assert chip.cores.count == 148
     assert chip.dram_peak_bytes_per_s == pytest.approx(8e12)
     assert chip.dram.capacity_gib == 192
-    assert chip.core_srams[0].capacity_kib == 228
+    # the per-SM tile buffer: 228 KiB of shared memory (CUDA C++ Programming Guide, compute
+    # capability 10.0) plus 256 KiB of tensor memory, as h200_sxm counts shared memory + registers
+    assert chip.core_srams[0].capacity_kib == 228 + 256
     assert [lv.name for lv in chip.chip_srams] == ["l2"]
     assert chip.registers is not None and chip.registers.name == "tmem"
     assert chip.interconnect is not None
