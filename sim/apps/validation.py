@@ -350,7 +350,8 @@ def _softmax_ops(case: Case):
     """``torch.softmax`` over the last dimension: rows ``m`` of ``n`` values, read and written once."""
     el = case.get("m") * case.get("n")
     b = _vector_bytes(case, el)
-    return [(VectorOp("softmax", "softmax", el, VECTOR_OPS_PER_ELEMENT["softmax"], b, b), Options())]
+    return [(VectorOp("softmax", "softmax", el, VECTOR_OPS_PER_ELEMENT["softmax"], b, b, row_elements=case.get("n")),
+             Options())]
 
 
 def _norm_ops(case: Case):
@@ -360,7 +361,8 @@ def _norm_ops(case: Case):
     m, n = case.get("m"), case.get("n")
     params = n * (2 if op == "layernorm" else 1)
     b = _vector_bytes(case, m * n)
-    return [(VectorOp(op, op, m * n, VECTOR_OPS_PER_ELEMENT[op], b + _vector_bytes(case, params), b), Options())]
+    return [(VectorOp(op, op, m * n, VECTOR_OPS_PER_ELEMENT[op], b + _vector_bytes(case, params), b, row_elements=n),
+             Options())]
 
 
 def _elementwise_ops(case: Case):

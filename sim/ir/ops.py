@@ -252,13 +252,15 @@ class VectorOp:
     ops_per_element: float
     read_bytes: int
     write_bytes: int
+    #: the length of the rows a row-wise kernel (norm, softmax) reduces over; 0 = a 1-D stream
+    row_elements: int = 0
 
     kind = "vector"
 
     def __post_init__(self) -> None:
         _positive(self, "elements")
         _bounded(self, "elements")
-        if self.ops_per_element < 0 or self.read_bytes < 0 or self.write_bytes < 0:
+        if self.ops_per_element < 0 or self.read_bytes < 0 or self.write_bytes < 0 or self.row_elements < 0:
             raise ShapeError(f"VectorOp '{self.name}': ops and bytes must be >= 0")
 
     @property

@@ -55,12 +55,14 @@ class Kernel:
     repeat: int = 1
     stage: int = 0
     source: str = ""          # the name of the model op it comes from
+    stream: object = None     # the stack's StreamKernelRule for a memory-bound kernel (None: ideal stream)
 
     def options(self, base):
         """``base`` (the run's Options) with this kernel's library path; an array the user
         chose explicitly wins over the stack's."""
         return dataclasses.replace(base, array=base.array or self.array, tiles=self.tiles or base.tiles,
-                                   split_k=self.split_k if self.split_k is not None else base.split_k)
+                                   split_k=self.split_k if self.split_k is not None else base.split_k,
+                                   stream=base.stream or self.stream)
 
 
 def list_stacks() -> list[str]:
@@ -182,7 +184,11 @@ def kernels(op, stack: StackSpec) -> list[tuple[object, dict]]:
     if isinstance(op, Attention) and op.fused:
         return _attention_kernels(op, stack)
     if isinstance(op, VectorOp):
-        return _vector_kernels(op, stack)
+        out = []
+        for kop, lib in _vector_kernels(op, stack):
+            rule = stack.stream_rule(kop.op, kop.row_elements)
+            out.append((kop, dict(lib, stream=rule) if rule is not None else lib))
+        return out
     return [(op, {})]
 
 
@@ -201,7 +207,8 @@ def _residual_norm(add: VectorOp, norm: VectorOp) -> VectorOp:
     # one pass: read x and the residual (and the norm's weights), write the new residual
     # stream and the normalised tensor; the norm no longer re-reads what the add wrote
     return VectorOp(f"{add.name}+{norm.name}", norm.op, norm.elements, (add.flops + norm.flops) / norm.elements,
-                    add.read_bytes + max(0, norm.read_bytes - add.write_bytes), add.write_bytes + norm.write_bytes)
+                    add.read_bytes + max(0, norm.read_bytes - add.write_bytes), add.write_bytes + norm.write_bytes,
+                    row_elements=norm.row_elements)
 
 
 def _rope_kv(rope: VectorOp, kv: VectorOp) -> VectorOp:
@@ -260,5 +267,5 @@ def lower_trace(trace: Iterable, stack: StackSpec) -> list[Kernel]:
         for op, t in fused:
             for kop, lib in kernels(op, stack) + _output_copy(op, stack):
                 out.append(Kernel(kop, array=lib.get("array"), tiles=lib.get("tiles"), split_k=lib.get("split_k"),
-                                  layer=t.layer, block=t.block, repeat=t.repeat, stage=t.stage, source=op.name))
+                                  stream=lib.get("stream"), layer=t.layer, block=t.block, repeat=t.repeat, stage=t.stage, source=op.name))
     return out

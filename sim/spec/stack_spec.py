@@ -58,6 +58,32 @@ class GemmRule(_Frozen):
     sparse_2_4: Sparse24GemmRule | None = None
 
 
+class StreamKernelRule(_Frozen):
+    """The rate of one class of the library's memory-bound kernels (norms, softmax,
+    activations, strided copies), measured against the chip's ideal stream.
+
+    A kernel of this class takes ``max(floor, stream / bandwidth_fraction)`` plus the chip's
+    launch overhead, where ``stream`` is the time the chip's memory model gives the op's
+    bytes as one ideal stream and ``floor = floor_ns + floor_ns_per_row_element x row``: the
+    shortest body the kernel has however few rows it gets (a row-per-block kernel walks its
+    row in dependent steps, then reduces it across the block before it can write).  A kernel
+    that matches no rule is the ideal stream (a chip or stack with no such data)."""
+
+    ops: tuple[str, ...] = Field(min_length=1, description="VectorOp names (rmsnorm, softmax, ...) of the class")
+    min_row_elements: int = Field(default=0, ge=0, description="rule applies to rows at least this long")
+    max_row_elements: int | None = Field(default=None, ge=1, description="... and at most this long")
+    bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0,
+                                      description="share of the ideal stream's rate the kernel sustains")
+    floor_ns: float = Field(default=0.0, ge=0.0, description="shortest kernel body, launch excluded")
+    floor_ns_per_row_element: float = Field(default=0.0, ge=0.0,
+                                            description="added to the floor per element of a row")
+    source: str = Field(default="", description="the measurement (file, rows) the numbers come from")
+
+    def matches(self, op: str, row_elements: int) -> bool:
+        return op in self.ops and row_elements >= self.min_row_elements and \
+            (self.max_row_elements is None or row_elements <= self.max_row_elements)
+
+
 class StackSpec(_Frozen):
     """One software stack, as declared in ``stacks/<name>.yaml``."""
 
@@ -74,6 +100,8 @@ class StackSpec(_Frozen):
         default=False, description="a residual add and the norm that follows are one kernel")
     attention: AttentionRule = AttentionRule()
     gemm: GemmRule = GemmRule()
+    stream_kernels: tuple[StreamKernelRule, ...] = Field(
+        default=(), description="achieved rates of the library's memory-bound kernel classes (first match)")
     references: tuple[str, ...] = ()
 
     def arrays(self) -> set[str]:
@@ -84,3 +112,7 @@ class StackSpec(_Frozen):
         if self.gemm.misaligned is not None:
             out.update((self.gemm.misaligned.even_array, self.gemm.misaligned.odd_array))
         return out
+
+    def stream_rule(self, op: str, row_elements: int = 0) -> StreamKernelRule | None:
+        """The first stream-kernel class ``op`` (a VectorOp name) with rows of ``row_elements`` falls in."""
+        return next((r for r in self.stream_kernels if r.matches(op, row_elements)), None)

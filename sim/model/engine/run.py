@@ -350,7 +350,32 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
                                           Options(memory=options.memory, fidelity=options.fidelity)))
         if best is None or res.seconds < best.seconds:
             best = res
+    if options.stream is not None and isinstance(op, VectorOp) and not ideal:
+        best = _stream_kernel_rate(chip, op, best, options.stream)
     return best
+
+
+def _stream_kernel_rate(chip, op: VectorOp, res: OpResult, rule) -> OpResult:
+    """A library's memory-bound kernel at its measured rate (a stack's StreamKernelRule):
+    its body is the ideal stream's body over the rule's bandwidth fraction, but never
+    shorter than the rule's floor for the op's row length; the launch overhead stays.
+    Both only lengthen the body, so the kernel never beats the ideal stream (nor the
+    roofline)."""
+    launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
+    body = max(0.0, res.cycles - launch)
+    floor = (rule.floor_ns + rule.floor_ns_per_row_element * op.row_elements) * chip.clock_hz / 1e9
+    new_body = max(floor, body / rule.bandwidth_fraction)
+    if new_body <= body:
+        return res
+    cycles = float(math.ceil(new_body + launch - 1e-9))
+    seconds = cycles / chip.clock_hz
+    dram = res.dram_read_bytes + res.dram_write_bytes
+    details = dict(res.details, stream_kernel={"bandwidth_fraction": rule.bandwidth_fraction,
+                                               "floor_cycles": floor, "ideal_body_cycles": body,
+                                               "source": rule.source})
+    return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
+                               seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,
+                               achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
 def _candidates(chip, prob: TileProblem, info: dict, cores: int, budget, top: int, ideal: bool,

@@ -695,8 +695,8 @@ class _Builder:
     def norm(self, name: str, tokens: int) -> VectorOp:
         kind = self.model.norm
         params = self.h * (2 if kind == "layernorm" else 1)
-        return self.vec(name, kind, tokens * self.h, self.vbytes(tokens * self.h) + self.vbytes(params),
-                        self.vbytes(tokens * self.h))
+        return replace(self.vec(name, kind, tokens * self.h, self.vbytes(tokens * self.h)
+                                + self.vbytes(params), self.vbytes(tokens * self.h)), row_elements=self.h)
 
     def add(self, name: str, elements: int) -> VectorOp:
         return self.vec(name, "add", elements, 2 * self.vbytes(elements), self.vbytes(elements))

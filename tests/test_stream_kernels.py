@@ -1,0 +1,136 @@
+"""Memory-bound kernels at their measured rates (stacks/eager_pytorch.yaml ``stream_kernels``):
+checked against the stored H200 microbenchmark rows the constants were not fitted on, plus
+the invariants (never faster than the ideal stream or the roofline; no rule, no change)."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import sim
+from sim.engine.lower import Options
+from sim.engine.run import simulate_op
+from sim.stacks import Kernel, kernels, load_stack
+from sim.validation import predict, read_cases
+from sim.workload.ops import VectorOp
+
+MEAS = Path(__file__).resolve().parents[1] / "validation" / "measurements"
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return sim.load_chip("h200_sxm")
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return load_stack("eager_pytorch")
+
+
+def _norm(op: str, rows: int, hidden: int) -> VectorOp:
+    b = rows * hidden * 2
+    params = hidden * (2 if op == "layernorm" else 1) * 2
+    return VectorOp(op, op, rows * hidden, 4.0, b + params, b, row_elements=hidden)
+
+
+def _softmax(rows: int, n: int) -> VectorOp:
+    b = rows * n * 2
+    return VectorOp("softmax", "softmax", rows * n, 5.0, b, b, row_elements=n)
+
+
+def _priced(chip, op, stack):
+    (kop, lib), = kernels(op, stack)
+    return simulate_op(chip, kop, Kernel(kop, **lib).options(Options()))
+
+
+def test_holdout_rows_of_the_bandwidth_microbenchmark(h200):
+    """The fractions come from the dev rows >= 128 MiB of h200_micro_membw.csv: every holdout
+    norm / softmax row of 32 MiB and more, at the row lengths the dev rows have (1024, 4096),
+    lands within 15 % (they were 12-69 % too fast).  Rows of 2048 (all holdout) stay ~30 %
+    too fast: softmax_warp_forward<.., 11> streams slower than its rows-of-1024 variant."""
+    with open(MEAS / "h200_micro_membw.csv") as f:
+        split = {i + 2: r["split"] for i, r in enumerate(csv.DictReader(f))}
+    cases = [c for c in read_cases(MEAS / "h200_micro_membw.csv")
+             if c.kind in ("norm", "softmax") and split[c.line] == "holdout"
+             and c.get("m") * c.get("n") * 2 >= 32 << 20 and c.get("n") in (1024, 4096)]
+    assert len(cases) >= 8
+    for c in cases:
+        err = predict(h200, c)["predicted_ms"] / c.measured_ms - 1.0
+        assert abs(err) < 0.15, (c.attrs.get("op"), c.get("m"), c.get("n"), err)
+
+
+def _graph_rows():
+    with open(MEAS / "h200_micro_graph_kernels.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_in_graph_floor_against_rows_it_was_not_fitted_on(h200, eager):
+    """Floors come from rows 1-32 of h200_micro_graph_kernels.csv; rows 128 and 512 (where
+    streaming starts to matter) are predicted within 20 % of the measured per-kernel time
+    (the model: less its launch overhead; measured: less the tiny kernel, plus the 0.384 us
+    the model gives that kernel's body)."""
+    rows = _graph_rows()
+    tiny = next(float(r["per_kernel_us"]) for r in rows if r["op"] == "tiny_add")
+    launch_us = h200.runtime.op_launch_overhead_ns / 1e3
+    checked = 0
+    for r in rows:
+        if r["op"] not in ("rmsnorm", "layernorm", "softmax") or int(r["rows"]) not in (128, 512):
+            continue
+        n, h = int(r["rows"]), int(r["hidden"])
+        op = _softmax(n, h) if r["op"] == "softmax" else _norm(r["op"], n, h)
+        pred = _priced(h200, op, eager).seconds * 1e6 - launch_us
+        meas = float(r["per_kernel_us"]) - tiny + 0.384
+        assert abs(pred / meas - 1.0) < 0.20, (r["op"], n, h, pred, meas)
+        checked += 1
+    assert checked == 12
+
+
+def test_small_norm_far_slower_than_an_add(h200, eager):
+    """The measured shape: a one-row RMSNorm over 8192 costs about 6x an elementwise kernel
+    of its bytes inside a graph (7.07 vs 1.13 us); the ideal stream had them equal."""
+    norm = _priced(h200, _norm("rmsnorm", 1, 8192), eager).seconds
+    add = _priced(h200, VectorOp("add", "add", 8192, 1.0, 4 * 8192, 2 * 8192), eager).seconds
+    assert norm > 3.5 * add
+
+
+@pytest.mark.parametrize("rows", [1, 64, 4096, 65536])
+@pytest.mark.parametrize("what", ["rmsnorm", "layernorm", "softmax1k", "softmax4k", "silu", "kv_append"])
+def test_never_beats_the_ideal_stream_or_the_roofline(h200, eager, rows, what):
+    if what.startswith("softmax"):
+        op = _softmax(rows, 1024 if what == "softmax1k" else 4096)
+    elif what in ("rmsnorm", "layernorm"):
+        op = _norm(what, rows, 4096)
+    else:
+        n = rows * 4096
+        op = VectorOp(what, "silu_mul" if what == "silu" else "kv_append", n, 4.0, 2 * n, 2 * n)
+    ideal = simulate_op(h200, op, Options())
+    real = simulate_op(h200, op, dataclasses.replace(Options(), stream=eager.stream_rule(op.op, op.row_elements)))
+    assert eager.stream_rule(op.op, op.row_elements) is not None
+    assert real.cycles >= ideal.cycles
+    assert real.cycles >= real.roofline_cycles
+    # the DRAM bytes are the op's: a slower kernel moves the same data
+    assert real.dram_read_bytes == ideal.dram_read_bytes and real.dram_write_bytes == ideal.dram_write_bytes
+
+
+def test_no_rule_no_change(h200):
+    """A stack without stream_kernels (ideal, fused_serving), or a chip that names none, prices
+    every vector kernel as the ideal stream, as before."""
+    op = _norm("rmsnorm", 16, 4096)
+    for name in ("ideal", "fused_serving"):
+        (kop, lib), = kernels(op, load_stack(name))
+        assert "stream" not in lib
+        assert simulate_op(h200, kop, Kernel(kop, **lib).options(Options())).cycles == \
+            simulate_op(h200, op, Options()).cycles
+    npu = sim.load_chip("npu_128x128")
+    assert all(k.stream is None for k in [Kernel(op)])
+    assert simulate_op(npu, op, Options()).cycles > 0
+
+
+def test_rule_selection_by_row_length(eager):
+    assert eager.stream_rule("softmax", 1024).max_row_elements == 2048
+    assert eager.stream_rule("softmax", 4096).min_row_elements == 2049
+    assert eager.stream_rule("add", 0) is None
+    for r in eager.stream_kernels:
+        assert r.source, r.ops  # every constant names its microbenchmark
