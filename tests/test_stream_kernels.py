@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.engine.lower import Options
-from sim.engine.run import simulate_op
-from sim.stacks import Kernel, kernels, load_stack
-from sim.validation import predict, read_cases
-from sim.workload.ops import VectorOp
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
+from sim.model.stacks import Kernel, kernels, load_stack
+from sim.apps.validation import predict, read_cases
+from sim.ir.ops import VectorOp
 
 MEAS = Path(__file__).resolve().parents[1] / "validation" / "measurements"
 
