@@ -20,6 +20,14 @@ bytes; on opening, every part is read and checked against that digest, and a par
 fails is reported (:class:`StoreError` naming the file) - never rewritten or deleted: the
 user decides what to do with it.  When two parts hold the same hash (a point re-run with
 ``retry_errors``), the later part wins.
+
+Concurrency: a new store is assembled in a temporary sibling folder and renamed into place,
+so two sweeps creating the same folder never see a half-made store (the loser opens the
+winner's).  Sweeps sharing a store claim the points they simulate (``DIR/claims/<hash>``,
+created exclusively, holding the claimant's pid): a second sweep leaves points another live
+process has claimed to it and waits for their rows (taking a point over if its claimant
+died), so two sweeps on one store never simulate a point twice.  Compaction and reading
+tolerate each other: a part removed by another process's compaction is re-listed, not an error.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -44,6 +53,7 @@ STORE_FORMAT = "sim-results-store"
 STORE_VERSION = 1
 MANIFEST = "store.json"
 PARTS = "parts"
+CLAIMS = "claims"
 _PART_RE = re.compile(r"^part-(\d{20})-(\d+)-([0-9a-f]{16})\.parquet$")
 #: columns stored as strings; every other column is float64
 STRING_COLUMNS = ("hash", "chip", "workload", "overrides", "error", "sim_version")
@@ -183,6 +193,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------- the store
 
 
+class _PartVanished(Exception):
+    """A listed part was removed (by another process's compaction) before it was read."""
+
+
 class ResultStore:
     """A folder of finished points (see the module docstring).
 
@@ -225,13 +239,31 @@ class ResultStore:
                 raise StoreError(f"{self.path}: no such results store")
             self._create()
         self.parts_dir.mkdir(exist_ok=True)
+        self.claims_dir = self.path / CLAIMS
+        self.claims_dir.mkdir(exist_ok=True)
 
     def _create(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / PARTS).mkdir(exist_ok=True)
-        atomic_write_bytes(self.path / MANIFEST, json.dumps(
-            {"format": STORE_FORMAT, "version": STORE_VERSION,
-             "about": "finished sweep points; see sim/apps/store.py"}, indent=1).encode())
+        """Assemble the store in a temporary sibling and rename it into place: another
+        process never sees a folder with ``parts/`` but no manifest.  Losing the race to a
+        concurrent creator is fine - its store is the one opened."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{self.path.name}"
+        tmp.mkdir()
+        try:
+            (tmp / PARTS).mkdir()
+            atomic_write_bytes(tmp / MANIFEST, json.dumps(
+                {"format": STORE_FORMAT, "version": STORE_VERSION,
+                 "about": "finished sweep points; see sim/apps/store.py"}, indent=1).encode())
+            try:
+                os.rename(tmp, self.path)  # atomic; replaces an empty folder, fails on a non-empty one
+            except OSError:
+                if not (self.path / MANIFEST).is_file():
+                    raise StoreError(f"{self.path}: could not be created as a results store (another process "
+                                     "filled the folder with something else meanwhile)") from None
+            _fsync_dir(self.path.parent)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
 
     # -- reading
     def part_files(self) -> list[Path]:
@@ -254,6 +286,8 @@ class ResultStore:
         m = _PART_RE.match(path.name)
         try:
             data = path.read_bytes()
+        except FileNotFoundError:
+            raise _PartVanished(path) from None
         except OSError as exc:
             raise StoreError(f"{path}: cannot read results part ({exc}); the store was left untouched") from None
         digest = hashlib.sha256(data).hexdigest()[:16]
@@ -278,15 +312,22 @@ class ResultStore:
         if stray:
             raise StoreError(f"{stray[0]}: unexpected file in the store's parts folder (not a results part); "
                              "the store was left untouched - move it elsewhere")
-        rows: dict[str, dict[str, Any]] = {}
-        for p in self.part_files():
-            for r in self._read_part(p):
-                h = r.get("hash")
-                if not h:
-                    raise StoreError(f"{p}: results part has a row without a hash; the store was left untouched")
-                rows[h] = r
-        self._rows = rows
-        return rows
+        for _attempt in range(5):
+            rows: dict[str, dict[str, Any]] = {}
+            try:
+                for p in self.part_files():
+                    for r in self._read_part(p):
+                        h = r.get("hash")
+                        if not h:
+                            raise StoreError(f"{p}: results part has a row without a hash; the store was left "
+                                             "untouched")
+                        rows[h] = r
+            except _PartVanished:  # another process compacted the store meanwhile: list the parts again
+                continue
+            self._rows = rows
+            return rows
+        raise StoreError(f"{self.parts_dir}: the parts keep changing while being read (several processes "
+                         "compacting at once?); try again")
 
     def done(self) -> set[str]:
         return set(self.load())
@@ -325,6 +366,51 @@ class ResultStore:
                 self._rows[r["hash"]] = r
         return path
 
+    # -- claims: which process simulates which point
+    def claim(self, hashes: Iterable[str]) -> tuple[set[str], dict[str, int]]:
+        """Claim points for this process: ``(claimed, held)`` where ``held`` maps the points
+        another live process has claimed to its pid.  A claim left by a dead process is
+        taken over; this process's own claims count as claimed."""
+        mine, held = set(), {}
+        me = os.getpid()
+        note = self.claims_dir / f".tmp-{me}-{uuid.uuid4().hex[:8]}"
+        note.write_text(str(me))  # linked into place whole: a claim is never seen half-written
+        try:
+            for h in hashes:
+                path = self.claims_dir / h
+                for _attempt in range(3):
+                    try:
+                        os.link(note, path)
+                    except FileExistsError:
+                        owner = _claim_owner(path)
+                        if owner == me:
+                            mine.add(h)
+                        elif owner is not None and _alive(owner):
+                            held[h] = owner
+                        else:  # its claimant is gone: take it over
+                            try:
+                                path.unlink()
+                            except FileNotFoundError:
+                                pass
+                            continue
+                        break
+                    mine.add(h)
+                    break
+        finally:
+            note.unlink()
+        return mine, held
+
+    def release(self, hashes: Iterable[str]) -> None:
+        """Drop this process's claims on ``hashes`` (others' claims are left alone)."""
+        me = os.getpid()
+        for h in hashes:
+            path = self.claims_dir / h
+            if _claim_owner(path) == me:
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+
     def dataframe(self):
         """All stored rows as a DataFrame (one row per hash, sorted by hash)."""
         import pandas as pd
@@ -362,6 +448,15 @@ class ResultStore:
             except OSError:  # pragma: no cover
                 pass
         return n
+
+
+def _claim_owner(path: Path) -> int | None:
+    """The pid in a claim file (None when it is gone or unreadable)."""
+    try:
+        text = path.read_text().strip()
+    except (FileNotFoundError, OSError):
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _alive(pid: int) -> bool:

@@ -7,11 +7,14 @@ all give the same DataFrame, bit for bit.
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -405,6 +408,50 @@ def plan(spec, overrides: list[str] | None = None):
     return pd.DataFrame(rows)
 
 
+#: how often a sweep looks for the rows of points another sweep on its store is simulating
+AWAIT_POLL_SECONDS = 0.5
+
+
+def _await_points(store: ResultStore, held: dict[str, int], tasks: dict[str, dict], add, sink,
+                  arrived: Callable[[], None]) -> None:
+    """Wait for the rows of points another live sweep claimed (``arrived()`` per row that
+    appears in the store); a point whose claimant died, or released it without a row (a
+    transient failure), is claimed and simulated here (``add``)."""
+    waiting = dict(held)
+    while waiting:
+        rows = store.load(refresh=True)
+        for h in [h for h in waiting if h in rows]:
+            arrived()
+            del waiting[h]
+        if not waiting:
+            break
+        mine, still = store.claim(waiting)
+        for h in mine:  # the other sweep is gone: simulate its point here
+            _run_inline([tasks[h]], add)
+            del waiting[h]
+        sink.flush()
+        if waiting:
+            time.sleep(AWAIT_POLL_SECONDS)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a scheduler's kill, `timeout`) ends a sweep as Ctrl-C does: finished points
+    are written to the store before the process exits (the default action drops them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = None, scheduler: str | None = None,
               progress: bool = True, retry_errors: bool = False, overrides: list[str] | None = None,
               connect_timeout: float = 5.0, log: Callable[[str], None] | None = None):
@@ -446,8 +493,14 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
     if log is not None:
         log(f"sweep {loaded.name}: {len(points)} point(s) - {len(tasks)} to simulate on {stats.backend}, "
             f"{stats.reused} already in the store, {stats.invalid} invalid")
+    held: dict[str, int] = {}
+    if store is not None and tasks:
+        mine, held = store.claim(tasks)
+        if held and log is not None:
+            log(f"{len(held)} point(s) are being simulated by another sweep on this store "
+                f"(pid {', '.join(map(str, sorted(set(held.values()))))}); their rows are awaited, not re-run")
     sink = _Sink(store, meta)
-    todo = list(tasks.values())
+    todo = [task for h, task in tasks.items() if h not in held]
     bar = _bar(total=stats.unique, initial=stats.reused, desc=f"sweep {loaded.name}", enabled=progress and bool(todo))
 
     def add(row: dict) -> None:
@@ -457,13 +510,17 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
             bar.set_postfix_str(f"{sink.failed} failed", refresh=False)
 
     try:
-        if todo:
-            if scheduler:
-                _run_dask(todo, scheduler, jobs, add, connect_timeout)
-            elif jobs == 1 or len(todo) == 1:
-                _run_inline(todo, add)
-            else:
-                _run_pool(todo, jobs, add)
+        with _sigterm_as_interrupt():
+            if todo:
+                if scheduler:
+                    _run_dask(todo, scheduler, jobs, add, connect_timeout)
+                elif jobs == 1 or len(todo) == 1:
+                    _run_inline(todo, add)
+                else:
+                    _run_pool(todo, jobs, add)
+            sink.flush()
+            if held:
+                _await_points(store, held, tasks, add, sink, lambda: bar.update(1))
     except KeyboardInterrupt:
         sink.flush()
         bar.close()
@@ -474,6 +531,8 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
     finally:
         sink.flush()
         bar.close()
+        if store is not None:
+            store.release(tasks)
     stats.new = len(sink.rows)
     if store is not None:
         if len(store.part_files()) > COMPACT_PARTS:

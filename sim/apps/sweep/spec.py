@@ -249,7 +249,7 @@ def _expand_range(r: dict, where: str) -> list[Any]:
     allowed = {"from", "to", "step", "num", "log"}
     unknown = keys - allowed
     if unknown:
-        k = sorted(unknown)[0]
+        k = sorted(map(str, unknown))[0]  # a key may be any YAML scalar ({from: 1, to: 8, 4} has the key 4)
         close = difflib.get_close_matches(k, sorted(allowed), n=1)
         raise ValueError(f"unknown range key '{k}'" + (f"; did you mean '{close[0]}'?" if close else "")
                          + " (a range is {from, to, step} or {from, to, num, log})")
