@@ -107,3 +107,36 @@ def test_cli_plot(tmp_path, run, sweep_df, capsys):
     assert main(["plot", "pareto", str(tmp_path / "missing")]) == 2
     assert "no such results" in capsys.readouterr().err
     assert main(["plot", "breakdown", str(out / "results.csv")]) == 2
+
+
+def test_default_heatmap_axes_skip_zipped_parameters():
+    """A zip of rows and vmem varies them together (3 of 9 cells); the default heat map takes
+    a pair that fills its grid (the campaign's default left 6 of 9 cells blank)."""
+    import pandas as pd
+
+    rows = [{"cores.arrays.0.rows": r, "memory.levels.vmem.capacity_kib": v, "clock_mhz": c, "tokens_per_s": 1.0}
+            for r, v in ((64, 1024), (128, 2048), (256, 4096)) for c in (900, 1050)]
+    df = pd.DataFrame(rows)
+    df.attrs["parameters"] = ["cores.arrays.0.rows", "memory.levels.vmem.capacity_kib", "clock_mhz"]
+    x, y = P.heatmap_axes(df)
+    assert {x, y} == {"cores.arrays.0.rows", "clock_mhz"}
+    full = df[[x, y]].drop_duplicates()
+    assert len(full) == df[x].nunique() * df[y].nunique()
+
+
+def test_pareto_axis_of_a_narrow_spread_starts_at_zero(tmp_path, monkeypatch):
+    """Energy per token varying by 8 % must not fill the axis (the campaign read it as a
+    factor of several); a wide spread keeps the data's own limits."""
+    import pandas as pd
+
+    figs = []
+    real_save = P._save
+    monkeypatch.setattr(P, "_save", lambda fig, path: (figs.append(fig.axes[0].get_ylim()), real_save(fig, path))[1])
+    df = pd.DataFrame({"area_mm2": [100.0, 150.0, 200.0, 300.0], "energy_per_token_j": [1.00, 0.97, 0.94, 0.92],
+                       "cores.count": [1, 2, 3, 4], "error": [None] * 4})
+    df.attrs["parameters"] = ["cores.count"]
+    P.pareto(df, tmp_path / "narrow.png", x="area_mm2", y="energy_per_token_j")
+    assert figs[-1][0] == 0.0
+    P.pareto(df.assign(energy_per_token_j=[1.0, 0.7, 0.5, 0.4]), tmp_path / "wide.png", x="area_mm2",
+             y="energy_per_token_j")
+    assert figs[-1][0] > 0.0

@@ -179,8 +179,11 @@ def roofline(results: Sequence, chip, path: str | Path, title: str | None = None
         groups.setdefault(peak, []).append(c)
     for peak, cs in groups.items():
         ax.plot(x, np.minimum(peak, x * bw), lw=1.8, label=f"{' / '.join(cs)} peak {peak / 1e12:,.1f} TFLOP/s")
+        # above the markers, on a white ground: an op near the ridge must not hide its label
         ax.annotate(f"ridge {peak / bw:,.0f} FLOP/B", (peak / bw, peak), textcoords="offset points",
-                    xytext=(4, -12), fontsize=7, color="0.3")
+                    xytext=(4, -12), fontsize=7, color="0.2", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
+        ax.plot([peak / bw], [peak], marker="|", ms=9, color="0.2", zorder=6)
     total_t = sum(_get(r, "seconds") * (_get(r, "repeat", 1) or 1) for r in pts) or 1.0
     seen = set()
     for r in pts:
@@ -345,6 +348,26 @@ def swept_parameters(df) -> list[str]:
     return _varying(df, _params_of(df))
 
 
+def heatmap_axes(df) -> tuple[str | None, str | None]:
+    """The two swept parameters a heat map should put across and down by default: the pair
+    whose value combinations fill the most of their grid (zipped parameters vary together
+    and fill only its diagonal), ties broken by more cells, then by sweep order."""
+    params = _independent(df, swept_parameters(df))
+    if len(params) < 2:
+        return (params[0] if params else None), None
+    best, best_key = None, None
+    for i, x in enumerate(params):
+        for j, y in enumerate(params):
+            if j <= i:
+                continue
+            pairs = df[[x, y]].dropna().drop_duplicates()
+            cells = df[x].nunique(dropna=True) * df[y].nunique(dropna=True)
+            key = (len(pairs) / cells if cells else 0.0, cells, -i, -j)
+            if best_key is None or key > best_key:
+                best, best_key = (x, y), key
+    return best
+
+
 def _varying(df, params: Sequence[str]) -> list[str]:
     return [p for p in params if p in df.columns and df[p].nunique(dropna=True) > 1]
 
@@ -392,6 +415,11 @@ def _short_point(row, params: Sequence[str]) -> str:
         name, unit = _short_label(p)
         parts.append(f"{name} {_fmt(row[p])}" + (f" {unit}" if unit else ""))
     return ", ".join(parts)
+
+
+#: a linear Pareto axis whose values span less than this fraction of their largest starts at zero
+#: (a reader takes a full-height spread for a large difference; the campaign saw 8 % read so)
+NARROW_SPREAD = 0.10
 
 
 def pareto(df, path: str | Path, x: str = "area_mm2", y: str = "tokens_per_s", color: str | None = None,
@@ -476,8 +504,15 @@ def pareto(df, path: str | Path, x: str = "area_mm2", y: str = "tokens_per_s", c
             setter("log")
     best_x = "min" if objectives_for(x)[x] == "min" else "max"
     best_y = "max" if objectives_for(y)[y] == "max" else "min"
-    ax.set_xlabel(f"{xl}  ({'lower' if best_x == 'min' else 'higher'} is better)")
-    ax.set_ylabel(f"{yl}  ({'higher' if best_y == 'max' else 'lower'} is better)")
+    notes = {}
+    for axis, vals, get_scale, set_lim in (("x", X, ax.get_xscale, ax.set_xlim), ("y", Y, ax.get_yscale, ax.set_ylim)):
+        # a narrow spread on a linear axis that starts near the data exaggerates it (8 % looked
+        # like a factor of several): start such an axis at zero and say how narrow it is
+        if get_scale() == "linear" and len(vals) and vals.min() > 0 and (vals.max() - vals.min()) / vals.max() < NARROW_SPREAD:
+            set_lim(0, vals.max() * 1.05)
+            notes[axis] = f"; the values span {(vals.max() - vals.min()) / vals.max():.1%}"
+    ax.set_xlabel(f"{xl}  ({'lower' if best_x == 'min' else 'higher'} is better{notes.get('x', '')})")
+    ax.set_ylabel(f"{yl}  ({'higher' if best_y == 'max' else 'lower'} is better{notes.get('y', '')})")
     name = df.attrs.get("sweep", "") if hasattr(df, "attrs") else ""
     ax.set_title(title or f"Pareto front{': ' + name if name else ''} ({len(ok)} points)")
     ax.grid(True, which="both", alpha=0.25)
@@ -608,3 +643,52 @@ def filter_rows(df, where: Sequence[str] | None):
     return df
 
 
+# --------------------------------------------------------------------------- validation
+
+_VALIDATION_COLORS = {"gemm": "#1f77b4", "attention": "#d62728", "layer": "#2ca02c", "copy": "#9467bd",
+                      "model": "#ff7f0e", "bmm": "#17becf", "softmax": "#8c564b", "norm": "#e377c2",
+                      "elementwise": "#7f7f7f"}
+_DTYPE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def validation_scatter(df, path: str | Path, title: str) -> Path:
+    """Predicted against measured time of `sim validate`'s cases: colour by kind, marker by
+    number format, the ±10 % / ±25 % bands under the points, and the overall median / p90
+    |error| and signed mean in the corner."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.2, 6.6), dpi=120)
+    ok = df.dropna(subset=["predicted_ms", "measured_ms"])
+    if not ok.empty:
+        lo = min(ok["measured_ms"].min(), ok["predicted_ms"].min()) / 1.5
+        hi = max(ok["measured_ms"].max(), ok["predicted_ms"].max()) * 1.5
+        x = np.array([lo, hi])
+        ax.fill_between(x, x / 1.25, x * 1.25, color="0.9", zorder=0, label="±25 %")
+        ax.fill_between(x, x / 1.1, x * 1.1, color="0.78", zorder=0, label="±10 %")
+        ax.plot(x, x, color="k", lw=1, zorder=1)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        dtypes = sorted(ok["dtype"].astype(str).unique()) if "dtype" in ok.columns else ["?"]
+        marker = {d: _DTYPE_MARKERS[i % len(_DTYPE_MARKERS)] for i, d in enumerate(dtypes)}
+        for kind, g in ok.groupby("kind"):
+            e = g["error_pct"].abs()
+            color = _VALIDATION_COLORS.get(kind, "0.4")
+            for d, gd in (g.groupby(g["dtype"].astype(str)) if "dtype" in g.columns else [("?", g)]):
+                ax.scatter(gd["measured_ms"], gd["predicted_ms"], s=18, alpha=0.8, color=color, marker=marker[d],
+                           edgecolor="k", lw=0.3, zorder=3)
+            ax.scatter([], [], s=18, color=color, label=f"{kind} (n={len(g)}, median |err| {e.median():.1f} %)")
+        for d in dtypes:
+            ax.scatter([], [], s=18, color="white", edgecolor="k", lw=0.6, marker=marker[d], label=d)
+        err = ok["error_pct"]
+        ax.text(0.98, 0.03, f"all {len(ok)} cases: median |err| {err.abs().median():.1f} %, "
+                f"p90 {err.abs().quantile(0.9):.1f} %\nsigned mean {err.mean():+.1f} %",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.6"})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured (ms)")
+    ax.set_ylabel("predicted (ms)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left", ncol=1)
+    fig.tight_layout()
+    return _save(fig, path)

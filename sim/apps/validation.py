@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from sim.apps.inference import check_fit, default_dtype, run_llm, run_trace
-from sim.apps.plotting import _plt
 from sim.errors import SimError, WorkloadError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.model.engine.lower import Options
@@ -551,40 +550,4 @@ def summarize(df) -> dict[str, Any]:
     return out
 
 
-def scatter_plot(df, path: str | Path, title: str) -> Path:
-    plt = _plt()
-    colors = {"gemm": "#1f77b4", "attention": "#d62728", "layer": "#2ca02c", "copy": "#9467bd", "model": "#ff7f0e",
-              "bmm": "#17becf", "softmax": "#8c564b", "norm": "#e377c2", "elementwise": "#7f7f7f"}
-    fig, ax = plt.subplots(figsize=(7, 6.5), dpi=120)
-    ok = df.dropna(subset=["predicted_ms", "measured_ms"])
-    for kind, g in ok.groupby("kind"):
-        e = g["error_pct"].abs()
-        ax.scatter(g["measured_ms"], g["predicted_ms"], s=16, alpha=0.75, color=colors.get(kind, "0.4"),
-                   label=f"{kind} (n={len(g)}, median |err| {e.median():.1f}%)")
-    if not ok.empty:
-        lo = min(ok["measured_ms"].min(), ok["predicted_ms"].min()) / 1.5
-        hi = max(ok["measured_ms"].max(), ok["predicted_ms"].max()) * 1.5
-        x = np.array([lo, hi])
-        ax.plot(x, x, color="k", lw=1)
-        ax.fill_between(x, x / 1.25, x * 1.25, color="0.85", alpha=0.5, label="±25%")
-        ax.fill_between(x, x / 1.1, x * 1.1, color="0.7", alpha=0.5, label="±10%")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured (ms)")
-    ax.set_ylabel("predicted (ms)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 # ----------------------------------------------------------------------------- CLI
-
-

@@ -35,8 +35,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from sim.apps.plotting import (breakdown, filter_rows, heatmap, pareto, read_run_json, read_tables, roofline,
-                                   swept_parameters)
+    from sim.apps.plotting import (breakdown, filter_rows, heatmap, heatmap_axes, pareto, read_run_json, read_tables,
+                                   roofline, swept_parameters)
     from sim.spec.registry import load_chip
 
     out = Path(args.out or f"{args.kind}.png")
@@ -60,8 +60,9 @@ def run(args) -> int:
                               title=args.title)
             else:
                 params = swept_parameters(df)
-                x = args.x or (params[0] if params else None)
-                y = args.y or (params[1] if len(params) > 1 else None)
+                auto_x, auto_y = heatmap_axes(df)
+                x = args.x or auto_x
+                y = args.y or (auto_y if auto_y != x else next((q for q in params if q != x), None))
                 if not x or not y:
                     raise SimError("heatmap needs two parameters (--x and --y); the results vary "
                                    f"{', '.join(params) if params else 'none'}")

@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import pandas as pd
 
-    from sim.apps.validation import scatter_plot, summarize, validate
+    from sim.apps.plotting import validation_scatter
+    from sim.apps.validation import summarize, validate
 
     chip = load_chip(args.chip, overrides=args.set or [])
     jobs = args.jobs if args.jobs is not None else min(8, os.cpu_count() or 1)
@@ -42,7 +43,7 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         df.to_csv(out / "predictions.csv", index=False)
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
-        scatter_plot(df, out / "scatter.png", f"{chip.name}: predicted vs measured ({Path(args.cases).name})")
+        validation_scatter(df, out / "scatter.png", f"{chip.name}: predicted vs measured ({Path(args.cases).name})")
     cols = ["line", "kind", "dtype", "measured_ms", "predicted_ms", "error_pct", "bound"]
     with pd.option_context("display.max_rows", 100000, "display.width", 200, "display.float_format",
                            lambda v: f"{v:,.4g}"):
