@@ -93,3 +93,32 @@ def test_user_folder_adds_chips_found_by_name(tmp_path, monkeypatch):
     monkeypatch.delenv("SIM_USER_DIR")
     assert "my_npu" not in list_chips() or (Path.home() / ".config/sim/arch_configs/my_npu.yaml").is_file()
     assert "llama3-8b" in list_models()
+
+
+def _quick_tour_commands() -> list[list[str]]:
+    """The README quick tour's `sim ...` lines that name no file of the checkout (those run
+    from the checkout in tests/test_readme.py)."""
+    import re
+    import shlex
+
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("## Quick tour"):]
+    block = block[block.index("```bash") + len("```bash"):]
+    block = block[:block.index("```")]
+    out = []
+    for line in block.strip().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line.startswith("sim ") or re.search(r"[\w.-]+/|\.ya?ml\b|\.csv\b|\.cfg\b|--out\b", line):
+            continue
+        out.append(shlex.split(line)[1:])
+    return out
+
+
+def test_wheel_runs_every_self_contained_quick_tour_command(installed_wheel, tmp_path):
+    """A fresh install, outside the checkout, runs the quick tour as the README writes it."""
+    commands = _quick_tour_commands()
+    assert len(commands) >= 6, commands  # list, show, gemm x4, run x2 at the time of writing
+    for args in commands:
+        proc = _run_outside(installed_wheel, tmp_path, "-m", "sim", *args, "-q")
+        assert proc.returncode == 0, (args, proc.stderr[-1500:])
+        assert proc.stdout.strip(), args
