@@ -10,7 +10,8 @@ import pytest
 from sim.apps.single_op import simulate_gemm
 from sim.spec.chip import kernel_entry
 from sim.spec.registry import load_chip
-from sim.model.engine.lower import Options, kernel_arrays, lower_op
+from sim.model.engine.arrays import kernel_arrays
+from sim.model.engine.lower import Options, lower_op
 from sim.errors import ConfigError
 from sim.model.kernels import engine as K
 from sim.model.mapper.search import Mapping
@@ -66,7 +67,7 @@ def test_overflowing_kernel_is_reported_at_its_entry():
 def test_bytes_in_flight_follow_the_kernels_stages(chip):
     from sim.ir.ops import Gemm
 
-    prob, info = lower_op(chip, Gemm("g", m=4096, k=4096, n=4096, dtype="bf16"), Options(), chip.cores.count)
+    prob = lower_op(chip, Gemm("g", m=4096, k=4096, n=4096, dtype="bf16"), Options(), chip.cores.count).problem
     assert prob.inflight_from_stages
     for tm, tn, tk, st in ((256, 128, 32, 3), (64, 64, 64, 5)):
         mapping = Mapping(distribution="cyclic", cores_used=108, partition=(1, 1, 1), tile_m=tm, tile_n=tn,

@@ -11,7 +11,9 @@ import pytest
 from sim.apps.single_op import simulate, simulate_gemm
 from sim.spec.registry import load_chip
 from sim.model.dataflow import get_dataflow
+from sim.model.engine import extrapolate as X
 from sim.model.engine import run as R
+from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import Options, lower_op, memory_budget
 from sim.model.engine.simulate import simulate_op
 from sim.errors import MappingError, ShapeError
@@ -77,11 +79,11 @@ def test_no_result_beats_the_roofline(chip_name):
 
 
 def _same_mapping_run(chip, op, mapping=None):
-    prob, info = lower_op(chip, op, Options(), chip.cores.count)
+    prob = lower_op(chip, op, Options(), chip.cores.count).problem
     if mapping is None:
         mapping = search(prob, chip.cores.count, memory_budget(chip, False))
-    run = R._run_kernel(chip, prob, mapping, False)
-    return run["makespan"], mapping
+    run = run_kernel(chip, prob, mapping, False)
+    return run.makespan, mapping
 
 
 #: a faster part can reorder requests in a mixed read/write stream and cost a little time
@@ -120,12 +122,12 @@ def test_more_outstanding_requests_never_much_slower(op):
 def test_macs_conserved_over_tiles():
     chip = load_chip("npu_128x128")
     op = Gemm("g", 300, 777, 515, count=3)
-    prob, info = lower_op(chip, op, Options(), chip.cores.count)
+    prob = lower_op(chip, op, Options(), chip.cores.count).problem
     mapping = search(prob, chip.cores.count, memory_budget(chip, False))
-    run = R._run_kernel(chip, prob, mapping, False)
-    hist = run["hist"]
+    run = run_kernel(chip, prob, mapping, False)
+    hist = run.hist
     total = 0
-    ranges = run["ranges"]
+    ranges = run.ranges
     for c in range(hist.shape[0]):
         mm = ranges[c, 3] - ranges[c, 2] if mapping.distribution == "block" else prob.m
         nn = ranges[c, 5] - ranges[c, 4] if mapping.distribution == "block" else prob.n
@@ -153,16 +155,16 @@ def test_block_dram_traffic_equals_reuse_formula():
     reuse rule predicts, for every loop order."""
     chip = load_chip("edge_npu")
     op = Gemm("g", 200, 300, 250, dtype="int8")
-    prob, info = lower_op(chip, op, Options(), chip.cores.count)
+    prob = lower_op(chip, op, Options(), chip.cores.count).problem
     budget = memory_budget(chip, False)
     for order in ("mnk", "nmk", "kmn", "knm", "mkn", "nkm"):
         p = dataclasses.replace(prob, fixed_order=order, fixed_tiles=(64, 32, 128), distribution="block")
         mapping = search(p, chip.cores.count, budget)
-        run = R._run_kernel(chip, p, mapping, False)
-        st = run["stats"]
+        run = run_kernel(chip, p, mapping, False)
+        st = run.stats
         rd = st[:, K.S_DRAM_READ].sum()
         wr = st[:, K.S_DRAM_WRITE].sum()
-        ranges = run["ranges"]
+        ranges = run.ranges
         exp_rd = exp_wr = 0.0
         for r in ranges:
             a, b = block_traffic(p, order, np.array([64]), np.array([32]), np.array([128]), r[3] - r[2],
@@ -179,7 +181,7 @@ def test_extrapolation_close_to_full_simulation(op, monkeypatch):
     R.clear_cache()
     fast = simulate(chip, op)
     assert fast.details["extrapolated"] is not None
-    monkeypatch.setattr(R, "EXTRAPOLATE", False)
+    monkeypatch.setattr(X, "EXTRAPOLATE", False)
     R.clear_cache()
     full = simulate(chip, op)
     assert full.details["extrapolated"] is None
@@ -237,11 +239,11 @@ def test_chip_cache_keeps_operand_panels_that_fit():
     the 1 MiB activation tiles share the cache's room with 32 KiB weight tiles."""
     chip = load_chip("npu_128x128")
     op = Gemm("g", 4096, 3584, 8192)
-    prob, _ = lower_op(chip, op, Options(), chip.cores.count)
+    prob = lower_op(chip, op, Options(), chip.cores.count).problem
     mapping = dataclasses.replace(search(prob, 4, memory_budget(chip, False)), tile_m=2048, tile_n=64, tile_k=256,
                                   distribution="cyclic", loop_order="mnk", cores_used=4)
-    run = R._run_kernel(chip, prob, mapping, False)
-    dram = run["stats"][:, K.S_DRAM_READ].sum()
+    run = run_kernel(chip, prob, mapping, False)
+    dram = run.stats[:, K.S_DRAM_READ].sum()
     compulsory = (4096 * 3584 + 8192 * 3584) * 2
     assert compulsory <= dram <= 1.05 * compulsory, dram / compulsory
 

@@ -43,14 +43,14 @@ def test_pipeline_depth_is_the_one_cublas_kernels_use(h200):
     m, k, n = 4096, 4096, 4096
     for a, b, kt, st, bpe in seen:
         dtype = "fp8_e4m3" if bpe == 1 else "bf16"
-        prob, _ = lower_op(h200, Gemm("g", m, k, n, dtype=dtype), Options(), h200.cores.count)
+        prob = lower_op(h200, Gemm("g", m, k, n, dtype=dtype), Options(), h200.cores.count).problem
         got = pipeline_stages(prob, np.array([a]), np.array([b]), np.array([kt]), 4)
         assert int(got[0]) == st, (a, b, kt, bpe)
 
 
 def test_sm80_path_keeps_the_fixed_pipeline(h200):
-    prob, _ = lower_op(h200, Gemm("g", 4096, 4096, 4096, dtype="int8"), Options(array="tensor_cores_sm80"),
-                       h200.cores.count)
+    prob = lower_op(h200, Gemm("g", 4096, 4096, 4096, dtype="int8"), Options(array="tensor_cores_sm80"),
+                    h200.cores.count).problem
     assert prob.stage_fill_bytes == 0
     assert int(pipeline_stages(prob, np.array([64]), np.array([64]), np.array([128]), 4)[0]) == 4
 
@@ -82,12 +82,12 @@ def test_array_without_overlap_pays_every_fold():
 
 
 def test_split_kv_only_for_decode_on_the_h200(h200):
-    decode = lower_op(h200, Attention("a", 1, 32, 8, 128, 1, 8192, causal=False), Options(), h200.cores.count)[1]
-    chunk = lower_op(h200, Attention("a", 1, 32, 8, 128, 16, 8192, causal=False), Options(), h200.cores.count)[1]
-    assert decode["kv_splits"] > 1
-    assert chunk["kv_splits"] == 1
+    decode = lower_op(h200, Attention("a", 1, 32, 8, 128, 1, 8192, causal=False), Options(), h200.cores.count)
+    chunk = lower_op(h200, Attention("a", 1, 32, 8, 128, 16, 8192, causal=False), Options(), h200.cores.count)
+    assert decode.kv_splits > 1
+    assert chunk.kv_splits == 1
     always = load_chip("h200_sxm", overrides=["mapping.attention_split_kv=always"])
-    assert lower_op(always, Attention("a", 1, 32, 8, 128, 16, 8192, causal=False), Options(), always.cores.count)[1]["kv_splits"] > 1
+    assert lower_op(always, Attention("a", 1, 32, 8, 128, 16, 8192, causal=False), Options(), always.cores.count).kv_splits > 1
 
 
 def test_split_kv_runs_a_combine_kernel(h200):
@@ -95,15 +95,15 @@ def test_split_kv_runs_a_combine_kernel(h200):
     lean_reduction_kernel): the second reads every split's fp32 partial row and its two
     softmax statistics and writes the bf16 output once."""
     op = Attention("a", 2, 32, 8, 128, 1, 8192, causal=False)
-    splits = lower_op(h200, op, Options(), h200.cores.count)[1]["kv_splits"]
+    splits = lower_op(h200, op, Options(), h200.cores.count).kv_splits
     r = simulate_op(h200, op)
     combine = r.details["second_kernel"]
     rows = op.batch * op.heads
     assert combine["dram_read_bytes"] + combine["l2_hit_bytes"] == pytest.approx(splits * rows * (op.head_dim + 2) * 4, rel=0.02)
     assert combine["dram_write_bytes"] == pytest.approx(rows * op.head_dim * 2, rel=0.02)
     assert r.seconds > combine["seconds"] > 0
-    whole = lower_op(h200, Attention("a", 2, 32, 8, 128, 1, 64, causal=False), Options(), h200.cores.count)[1]
-    assert whole["kv_splits"] == 1 and "second_kernel" not in simulate_op(h200, Attention("a", 2, 32, 8, 128, 1, 64)).details
+    whole = lower_op(h200, Attention("a", 2, 32, 8, 128, 1, 64, causal=False), Options(), h200.cores.count)
+    assert whole.kv_splits == 1 and "second_kernel" not in simulate_op(h200, Attention("a", 2, 32, 8, 128, 1, 64)).details
 
 
 def test_decode_gemv_streams_weights_near_the_measured_rate(h200):
@@ -163,7 +163,7 @@ def test_edge_tiles_compute_the_whole_tile(h200):
     assert unpadded < 0.6 * padded
     op = Gemm("g", 48, 3008, 128, dtype="bf16", sparsity="2:4")
     r = simulate_op(h200, op, Options(tiles=CUSPARSELT_TILES, split_k=(1,)))
-    prob = lower_op(h200, op, Options(tiles=CUSPARSELT_TILES, split_k=(1,)), h200.cores.count)[0]
+    prob = lower_op(h200, op, Options(tiles=CUSPARSELT_TILES, split_k=(1,)), h200.cores.count).problem
     full_step = float(prob.cycles_fn(np.array([256]), np.array([128]), np.array([64]))[0])
     k_steps = -(-op.k // 64)
     assert r.compute_cycles == pytest.approx(k_steps * full_step, rel=0.05)
@@ -220,7 +220,7 @@ def test_causal_tiles_are_dealt_to_whichever_core_frees_first(h200):
     tiles = op.batch * op.kv_heads * blocks
     cores = h200.cores.count
     assert r.details["steps"] == tiles // blocks * sum(steps)
-    prob, _ = lower_op(h200, op, Options(), cores)
+    prob = lower_op(h200, op, Options(), cores).problem
     one = float(prob.cycles_fn(np.array([q_rows]), np.array([1]), np.array([kv_rows]))[0])
     average = r.details["steps"] * one / cores
     busiest = r.details["per_core_compute_cycles_max"]

@@ -199,7 +199,7 @@ def test_collective_cost_closed_form(collective, algorithm, p):
     one hop."""
     import math
 
-    from sim.model.engine.run import collective_seconds
+    from sim.model.engine.collectives import collective_seconds
     from sim.ir.ops import Collective
 
     chip = load_chip("h200_sxm")

@@ -1,5 +1,7 @@
-"""Lowering: an op on a chip → a :class:`~sim.model.mapper.search.TileProblem`, and a problem
-plus its mapping → the plain arrays the Numba engine reads.
+"""Lowering: an op on a chip → a :class:`~sim.ir.lowered.LoweredOp` (its
+:class:`~sim.ir.lowered.TileProblem` and what the lowering chose), and the memory budget the
+mapper fits tiles into (the arrays the Numba engine reads are built by
+:mod:`sim.model.engine.arrays`).
 
 Every op kind becomes the same three-loop tile nest:
 
@@ -20,20 +22,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import sim.model.kernels.engine as K
 from sim.errors import MappingError, ShapeError
+from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOp, LoweredStream, OperandLayout, TileProblem
 from sim.ir.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 from sim.model.dataflow import get_dataflow
 from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                                       vector_cycles)
-from sim.model.mapper.search import (MemoryBudget, OperandLayout, TileProblem, b_copies_group, block_ranges,
-                                     footprint_bytes, tile_sram_bytes, tiles_fit)
+from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
 from sim.spec.chip import kernel_entry
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
 DEQUANT_OPS_PER_WEIGHT = 2
-#: how much of a large problem is simulated before extrapolating (sim.model.engine.run): problems
+#: how much of a large problem is simulated before extrapolating (sim.model.engine.extrapolate): problems
 #: above ``steps``/``chunks`` (per core steps, DRAM chunks) are extrapolated from samples of
 #: about ``sample_chunks``; ``refine`` caps the candidate mappings simulated.  "fast" (for
 #: large sweeps) is about 3x cheaper and a few percent less accurate (README, Speed).
@@ -43,12 +44,6 @@ FIDELITY = {
     "fast": {"steps": 30_000, "chunks": 60_000, "sample_chunks": 20_000, "refine": 1, "refine_large": 1,
              "min_sample_rounds": (1, 2), "steady_check": False},
 }
-#: chip-level cache geometry in the engine: each set holds this many of the largest tiles
-#: (bytes are counted, so smaller tiles share a set's room), with at most this many ways
-L2_TILES_PER_SET = 4
-L2_MAX_WAYS = 256
-#: event-ordering quantum, see kernel_arrays
-REORDER_QUANTUM_CYCLES = 32.0
 #: elements per row when a 1-D stream (vector op, copy) is laid out as rows
 STREAM_ROW_ELEMENTS = 1024
 #: online-softmax work per score in a fused attention tile: max, subtract, exp, sum,
@@ -102,7 +97,7 @@ def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
     return units["m"], units["n"], units["k"]
 
 
-def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
+def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
     rate = compute_rate_class(op.dtype, op.weight_dtype)
     choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
     df = _dataflow_model(choice, opts)
@@ -132,16 +127,15 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> tuple[TileProblem, dict]:
                        tail_fn=tail_fn if choice.fold_overlap else None,
                        b_shared=op.b_shared, unit_m=um, unit_n=un * choice.count, unit_k=uk,
                        macs=op.macs, flops=op.flops)
-    info = {"kind": "gemm", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
-            "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
-            "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "sparse_2_4_units_used": choice.sparse_2_4,
-            "sparse_speedup": choice.sparse_speedup if choice.sparse_2_4 else 1.0,
-            "k_per_pe_cycle": choice.k_per_pe_cycle, "array_split": split,
-            "row_length": getattr(df, "row_length", None)}
-    return prob, info
+    return LoweredGemm(problem=prob, kind="gemm", array=choice.name, rows=choice.rows, cols=choice.cols,
+                       arrays_per_core=choice.count, dataflow=choice.dataflow, rate_class=choice.rate_class,
+                       macs_per_pe_per_cycle=choice.macs_per_pe_per_cycle, sparse_2_4_units_used=choice.sparse_2_4,
+                       sparse_speedup=choice.sparse_speedup if choice.sparse_2_4 else 1.0,
+                       k_per_pe_cycle=choice.k_per_pe_cycle, array_split=split,
+                       row_length=getattr(df, "row_length", None))
 
 
-def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[TileProblem, dict]:
+def attention_problem(chip, op: Attention, opts: Options, cores: int) -> LoweredAttention:
     """FlashAttention-style fused attention: per (sequence, KV head) instance, a block of
     query rows (the ``heads/kv_heads`` query heads sharing a KV head, position-major)
     stays on chip while K and V tiles stream past; scores never leave the core.  A library
@@ -221,16 +215,15 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> tuple[T
                        reduction=True, causal=causal, causal_past=op.kv_len - op.q_len, causal_group=group,
                        unit_m=max(1, min(um, 128)), unit_n=1, unit_k=max(16, uk), fixed_order="mnk",
                        macs=op.macs, flops=op.flops, stages=stages, b_share_group=share)
-    info = {"kind": "attention", "array": choice.name, "rows": choice.rows, "cols": choice.cols,
-            "arrays_per_core": choice.count, "dataflow": choice.dataflow, "rate_class": choice.rate_class,
-            "macs_per_pe_per_cycle": choice.macs_per_pe_per_cycle, "k_per_pe_cycle": choice.k_per_pe_cycle,
-            "instances": count, "kv_splits": splits, "query_rows_per_instance": m, "gqa_packed": packed, "fused": True,
-            "math_dtype": math_dtype}
-    return prob, info
+    return LoweredAttention(problem=prob, kind="attention", array=choice.name, rows=choice.rows, cols=choice.cols,
+                            arrays_per_core=choice.count, dataflow=choice.dataflow, rate_class=choice.rate_class,
+                            macs_per_pe_per_cycle=choice.macs_per_pe_per_cycle, k_per_pe_cycle=choice.k_per_pe_cycle,
+                            instances=count, kv_splits=splits, query_rows_per_instance=m, gqa_packed=packed,
+                            fused=True, math_dtype=math_dtype)
 
 
 def stream_problem(chip, name: str, elements: int, read_bytes: float, write_bytes: float,
-                   lane_ops_per_element: float, kind: str) -> tuple[TileProblem, dict]:
+                   lane_ops_per_element: float, kind: str) -> LoweredStream:
     """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies)."""
     width = min(STREAM_ROW_ELEMENTS, elements)
     rows = -(-elements // width)
@@ -245,8 +238,7 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
                        a_dims=("m",) if read_bytes else (), b_dims=(), c_dims=("m",) if write_bytes else (),
                        a_fixed=width if read_bytes else 0, c_fixed=width if write_bytes else 0,
                        reduction=False, has_b=False, unit_m=1, fixed_order="mnk")
-    info = {"kind": kind, "row_elements": width, "rows": rows}
-    return prob, info
+    return LoweredStream(problem=prob, kind=kind, row_elements=width, stream_rows=rows)
 
 
 def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
@@ -323,23 +315,24 @@ def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) 
             q_rows //= 2
 
 
-def lower_op(chip, op, opts: Options, cores: int) -> tuple[TileProblem, dict]:
+def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
+    """``op`` on ``chip`` as a tile problem, within the chip's kernel-library menu."""
     if isinstance(op, Gemm):
-        prob, info = gemm_problem(chip, op, opts)
-        prob = apply_library_constraints(chip, prob, "gemm", info.get("array"))
+        low = gemm_problem(chip, op, opts)
+        prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
         if opts.tiles is not None:
             prob.fixed_tiles = kernel_tile(prob, opts.tiles)
-        return prob, info
+        return dataclasses.replace(low, problem=prob)
     if isinstance(op, Conv2d):
-        prob, info = gemm_problem(chip, op.as_gemm(), opts)
-        info["lowering"] = "im2col"
-        return apply_library_constraints(chip, prob, "gemm", info.get("array")), info
+        low = gemm_problem(chip, op.as_gemm(), opts)
+        return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "gemm", low.array),
+                                   lowering="im2col")
     if isinstance(op, Attention):
         if not op.fused:
             raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
                                "by the trace builder; simulate those ops instead")
-        prob, info = attention_problem(chip, op, opts, cores)
-        return apply_library_constraints(chip, prob, "attention", info.get("array")), info
+        low = attention_problem(chip, op, opts, cores)
+        return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "attention", low.array))
     if isinstance(op, VectorOp):
         return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
                               "vector")
@@ -406,160 +399,3 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
                         ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
                         l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30)
-
-
-# --------------------------------------------------------------------------- kernel arrays
-
-_DIM_CODE = {"m": 0, "n": 1, "k": 2}
-_ALIGN = 1 << 21
-
-
-def _align(x: float) -> float:
-    return float(math.ceil(x / _ALIGN) * _ALIGN)
-
-
-def operand_bases(prob: TileProblem) -> tuple[float, float, float, float]:
-    """Byte addresses of A, B, C and the partial-sum scratch: disjoint, aligned regions
-    of one flat address space, in that order."""
-    a_total = prob.count * prob.m * max(1, prob.k if "k" in prob.a_dims else 1) * max(1, prob.a_fixed) * prob.layout.a
-    b_total = -(-prob.count // b_copies_group(prob)) * max(1, prob.n if "n" in prob.b_dims else 1) * prob.k * max(
-        1, prob.b_fixed) * max(prob.layout.b, 1e-9)
-    c_total = prob.count * prob.m * prob.n * max(1, prob.c_fixed) * prob.layout.c
-    base_b = _align(a_total)
-    base_c = base_b + _align(b_total)
-    return 0.0, base_b, base_c, base_c + _align(c_total)
-
-
-def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> dict:
-    """Everything :func:`sim.model.kernels.engine.run_tiled` reads, as NumPy arrays.
-
-    ``bases`` fixes the operand addresses (a shortened copy of a problem keeps the full
-    problem's layout, so DRAM bank and row behaviour is the same)."""
-    cyclic = mapping.distribution == "cyclic"
-    if cyclic:
-        P = mapping.cores_used
-        ranges = np.zeros((P, 6), dtype=np.int64)
-    else:
-        ranges = block_ranges(prob, mapping.partition, prob.unit_m, prob.unit_n)
-        P = len(ranges)
-    geo = np.zeros(K.G_LEN, dtype=np.int64)
-    geo[K.G_MODE] = 1 if cyclic else 0
-    geo[K.G_P] = P
-    geo[K.G_COUNT] = prob.count
-    geo[K.G_M], geo[K.G_N], geo[K.G_K] = prob.m, prob.n, prob.k
-    geo[K.G_MT], geo[K.G_NT], geo[K.G_KT] = mapping.tile_m, mapping.tile_n, mapping.tile_k
-    for i, ch in enumerate(mapping.loop_order):
-        geo[K.G_ORDER0 + i] = _DIM_CODE[ch]
-    geo[K.G_CAUSAL] = 1 if prob.causal else 0
-    geo[K.G_CAUSAL_PAST] = prob.causal_past
-    geo[K.G_CAUSAL_GROUP] = max(1, prob.causal_group)
-    geo[K.G_IDEAL] = 1 if ideal else 0
-    geo[K.G_GROUP_M] = raster_group(mapping.cores_used) if cyclic else 0
-    geo[K.G_CLUSTER] = max(1, prob.cluster)
-    dram = chip.memory.dram
-    outstanding = prob.max_outstanding or dram.max_outstanding_requests_per_core
-    if prob.inflight_from_stages:
-        # a multistage cp.async pipeline: (stages - 1) k-steps of A and B tiles in flight
-        stages = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
-        stage = footprint_bytes(prob, "a", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) + (
-            footprint_bytes(prob, "b", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) if prob.has_b else 0.0)
-        outstanding = int(math.ceil(max(1, stages - 1) * float(stage) / dram.access_bytes))
-    geo[K.G_OUTSTANDING] = max(1, outstanding // max(1, prob.blocks_per_core))
-    geo[K.G_GRAN] = dram.access_bytes
-    geo[K.G_INTERLEAVE] = dram.interleave_bytes
-    geo[K.G_STAGES] = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
-    l2_levels = chip.memory.chip_srams
-    l2_bytes = sum(s.capacity_bytes for s in l2_levels)
-    desc = np.zeros((3, K.D_LEN), dtype=np.int64)
-    max_tile = 1.0
-    min_tile = float("inf")
-    for row, which in enumerate(("a", "b", "c")):
-        dims = getattr(prob, f"{which}_dims")
-        fixed = getattr(prob, f"{which}_fixed")
-        present = bool(dims) and (which != "b" or prob.has_b)
-        desc[row, K.D_PRESENT] = 1 if present else 0
-        if not present:
-            continue
-        desc[row, K.D_DIM1] = _DIM_CODE[dims[0]]
-        if len(dims) > 1:
-            desc[row, K.D_DIM2] = _DIM_CODE[dims[1]]
-        else:
-            desc[row, K.D_DIM2] = 3
-            desc[row, K.D_EXTENT2] = max(1, fixed)
-        desc[row, K.D_SHARED] = b_copies_group(prob) if which == "b" else 1
-        desc[row, K.D_CACHEABLE] = 1 if which != "c" else 0
-        ext = {"m": mapping.tile_m, "n": mapping.tile_n, "k": mapping.tile_k}
-        n_el = max(1, fixed) if len(dims) == 1 else 1
-        for dd in dims:
-            n_el *= ext[dd]
-        max_tile = max(max_tile, n_el * getattr(prob.layout, which))
-        min_tile = min(min_tile, n_el * getattr(prob.layout, which))
-    cacheable = bool(desc[0, K.D_PRESENT] or desc[1, K.D_PRESENT])
-    l2_set_bytes = 0.0
-    if l2_bytes > 0 and not ideal and cacheable:
-        # The cache holds whole tiles and counts bytes: a set holds any mix of tile sizes
-        # up to its share of the capacity (LRU within the set).  Sets hold at least
-        # L2_TILES_PER_SET of the largest tiles (so the set index spreads tiles like a real
-        # cache's address bits do); ways are enough for the smallest tiles (4 KiB floor).
-        sets = max(1, int(l2_bytes // (L2_TILES_PER_SET * max(max_tile, 4096.0))))
-        l2_set_bytes = l2_bytes / sets
-        ways = int(min(L2_MAX_WAYS, max(16, math.ceil(l2_set_bytes / max(min(min_tile, max_tile), 4096.0)))))
-        sets = min(sets, max(1, (1 << 20) // ways))
-        l2_set_bytes = l2_bytes / sets
-        geo[K.G_L2_SETS] = sets
-        geo[K.G_L2_WAYS] = ways
-    fp = np.zeros(K.F_LEN, dtype=np.float64)
-    fp[K.F_BPE_A], fp[K.F_BPE_B], fp[K.F_BPE_C] = prob.layout.a, max(prob.layout.b, 1e-9), prob.layout.c
-    fp[K.F_BPE_PSUM] = prob.layout.psum
-    fp[K.F_CYCLE_NS] = 1e9 / chip.clock_hz
-    fp[K.F_L2_SET_BYTES] = l2_set_bytes
-    fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
-    buf = chip.memory.core_srams[-1]
-    fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle / max(1, prob.blocks_per_core)
-    if l2_levels:
-        fp[K.F_L2_BYTES_PER_CYCLE] = sum(s.bytes_per_cycle for s in l2_levels)
-        fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)
-    else:
-        fp[K.F_L2_BYTES_PER_CYCLE] = 1.0
-    fp[K.F_BASE_A], fp[K.F_BASE_B], fp[K.F_BASE_C], fp[K.F_BASE_PSUM] = bases or operand_bases(prob)
-    fp[K.F_NOC_LATENCY_CYCLES] = chip.noc.latency_cycles
-    fp[K.F_DMA_ISSUE_CYCLES] = 0.0  # issue rate is bounded by the port bandwidth
-    # cores are interleaved in global time order to within this many cycles (requests
-    # from different cores less than a quantum apart may reach the DRAM out of order)
-    fp[K.F_QUANTUM_CYCLES] = REORDER_QUANTUM_CYCLES
-    # cluster partners work in lockstep: requests for one tile within the L2's own
-    # latency of each other are served by one multicast pull
-    fp[K.F_MULTICAST_WINDOW] = 4.0 * max(fp[K.F_L2_LATENCY_CYCLES], 64.0)
-    ctab = compute_table(prob, mapping, ranges if not cyclic else None)
-    return dict(geo=geo, desc=desc, ranges=ranges, ctab=ctab, fp=fp, P=P)
-
-
-def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:
-    """[cores or 1, 16] compute cycles of one step for every (m, k, n) full/edge combination
-    (columns 0-7, entry em * 4 + ek * 2 + en), then the tail each pays when it is the last
-    step of an output-tile visit (columns 8-15; 0 without ``prob.tail_fn``)."""
-    def row(mm, nn, kk):
-        # the 8 (full/edge m, k, n) tile shapes, evaluated in one vectorised call
-        sms, sns, sks = [], [], []
-        pad = prob.pad_edge_tiles   # edge tiles computed at the full tile's shape
-        for em in (0, 1):
-            for ek in (0, 1):
-                for en in (0, 1):
-                    sms.append(mapping.tile_m if em == 0 or pad else (mm % mapping.tile_m or mapping.tile_m))
-                    sns.append(mapping.tile_n if en == 0 or pad else (nn % mapping.tile_n or mapping.tile_n))
-                    sks.append(mapping.tile_k if ek == 0 or pad else (kk % mapping.tile_k or mapping.tile_k))
-        shapes = (np.array(sms), np.array(sns), np.array(sks))
-        step = np.asarray(prob.cycles_fn(*shapes), dtype=np.float64)
-        tail = np.asarray(prob.tail_fn(*shapes), dtype=np.float64) if prob.tail_fn is not None else np.zeros(8)
-        return np.concatenate([step, tail])
-
-    if ranges is None:
-        return row(prob.m, prob.n, prob.k)[None, :]
-    tab = np.zeros((len(ranges), 16))
-    cache: dict = {}
-    for i, r in enumerate(ranges):
-        key = ((r[3] - r[2]) % mapping.tile_m, (r[5] - r[4]) % mapping.tile_n)
-        if key not in cache:
-            cache[key] = row(r[3] - r[2], r[5] - r[4], prob.k)
-        tab[i] = cache[key]
-    return tab

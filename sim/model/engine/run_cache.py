@@ -1,7 +1,7 @@
 """Engine runs remembered on disk, across processes, sweeps and Dask workers.
 
 The compiled engine is a pure function of its input arrays (fresh DRAM state, no
-randomness; :func:`sim.model.engine.run._run_kernel`), and more than nine tenths of a whole-model
+randomness; :func:`sim.model.engine.kernel_run.run_kernel`), and more than nine tenths of a whole-model
 answer is spent inside it (``benchmarks/profile_time.py``).  So a run is stored under
 
     <cache dir>/<physics version>/<first 2 hex digits>/<input digest>.npz
@@ -80,7 +80,7 @@ def load(digest: bytes) -> dict | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             run = {"stats": z["stats"], "hist": z["hist"], "makespan": float(z["makespan"]),
-                   "dram_state": (z["dram_stats"],), "P": int(z["P"]), "geo": z["geo"], "ranges": z["ranges"]}
+                   "dram_stats": z["dram_stats"], "P": int(z["P"]), "geo": z["geo"], "ranges": z["ranges"]}
     except FileNotFoundError:
         return None
     except Exception:  # a torn or foreign file: forget it, simulate again
@@ -97,7 +97,8 @@ def load(digest: bytes) -> dict | None:
 
 
 def store(digest: bytes, run: dict) -> None:
-    """Write ``run`` (the dict :func:`sim.model.engine.run._run_kernel` returns) under ``digest``."""
+    """Write ``run`` (the fields of a :class:`sim.model.engine.kernel_run.KernelRun`, as
+    :func:`sim.model.engine.kernel_run.run_kernel` passes them) under ``digest``."""
     if not enabled():
         return
     path = _path(digest)
@@ -107,7 +108,7 @@ def store(digest: bytes, run: dict) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 np.savez(f, stats=run["stats"], hist=run["hist"], makespan=np.float64(run["makespan"]),
-                         dram_stats=run["dram_state"][0], P=np.int64(run["P"]), geo=run["geo"],
+                         dram_stats=run["dram_stats"], P=np.int64(run["P"]), geo=run["geo"],
                          ranges=run["ranges"])
             os.replace(tmp, path)
         except BaseException:

@@ -21,103 +21,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from sim.errors import MappingError
+from sim.ir.lowered import TileProblem
 
 ORDERS = ("mnk", "nmk", "mkn", "nkm", "kmn", "knm")
-PSUM_BYTES = 4  # fp32 / int32 accumulators
 # For ranking only (never in results): the fraction of peak DRAM bandwidth a long stream
 # achieves (the DRAM model measures 85-95%, docs/dram_model.md).
 _RANK_DRAM_EFFICIENCY = 0.9
-
-
-@dataclass(frozen=True)
-class OperandLayout:
-    """Bytes per element of each operand as stored in DRAM (scales/metadata included)."""
-
-    a: float
-    b: float
-    c: float
-    psum: float = PSUM_BYTES
-
-
-@dataclass
-class TileProblem:
-    """A tile nest: ``count`` instances of (m, n, k) with operand footprints and a cost.
-
-    ``a_dims``/``b_dims``/``c_dims`` are the loop dims each operand's tile spans (GEMM:
-    A (m, k), B (n, k), C (m, n); attention: Q (m,), K/V (k,), O (m,)); ``*_fixed`` the
-    elements of an untiled trailing extent (e.g. head_dim).  ``cycles_fn(mt, nt, kt)``
-    returns one core's compute cycles for a step, vectorised over NumPy arrays;
-    ``tail_fn(mt, nt, kt)``, when given, the cycles paid once per output-tile visit after
-    its last step (an array's fill/drain when k-steps chain, see
-    :func:`sim.model.mapper.compute.gemm_step_cycles`).
-    ``causal`` skips (m-tile, k-tile) steps a causal mask removes (attention).
-    """
-
-    name: str
-    count: int
-    m: int
-    n: int
-    k: int
-    layout: OperandLayout
-    cycles_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-    tail_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
-    a_dims: tuple[str, ...] = ("m", "k")
-    b_dims: tuple[str, ...] = ("n", "k")
-    c_dims: tuple[str, ...] = ("m", "n")
-    a_fixed: int = 0
-    b_fixed: int = 0
-    c_fixed: int = 0
-    b_shared: bool = False
-    # consecutive instances that read one copy of B (grouped-query attention run one query
-    # head per instance: the heads of a group read the same K/V); b_shared: all of them
-    b_share_group: int = 1
-    reduction: bool = True
-    has_b: bool = True
-    causal: bool = False
-    causal_past: int = 0
-    causal_group: int = 1
-    unit_m: int = 1        # preferred tile granularity (array size along the dim)
-    unit_n: int = 1
-    unit_k: int = 1
-    fixed_tiles: tuple[int, int, int] | None = None   # force (mt, nt, kt)
-    fixed_order: str | None = None
-    tile_menu_m: tuple[int, ...] | None = None   # allowed tile sizes (a kernel library's menu)
-    tile_menu_n: tuple[int, ...] | None = None
-    tile_menu_k: tuple[int, ...] | None = None
-    fixed_k: int | None = None                   # the k tile, when the library fixes it
-    distribution: str = "any"                    # any | block | cyclic
-    cluster: int = 1                             # cores sharing tile loads by multicast
-    stages: int | None = None                    # tile buffers per operand (None: the chip's)
-    # a kernel library that sizes its pipeline to fill shared memory: stages =
-    # floor(stage_fill_bytes / (A + B tile bytes)), between 2 and max_stages (0: off)
-    stage_fill_bytes: float = 0.0
-    max_stages: int = 0
-    # a library's tile-shape rule: one of tile_m, tile_n (rounded up to 8) a multiple of
-    # tile_side_multiple, tile_m x tile_n at most tile_max_elements (0: no rule)
-    tile_side_multiple: int = 0
-    tile_max_elements: int = 0
-    # the library's kernels as (tile_m, tile_n, smem stages): only these tiles are tried
-    # (tile_m, tile_n, smem stages, k tile or 0 = the problem's k menu)
-    tile_kernels: tuple[tuple[int, int, int, int], ...] | None = None
-    # threads per block of each of tile_kernels (0: the block uses the whole core)
-    tile_kernel_threads: tuple[int, ...] | None = None
-    # blocks sharing one core at once (SIMT kernels whose blocks have fewer threads than the
-    # array has lanes): the engine runs cores x blocks_per_core block slots, each with this
-    # share of the core's compute rate, fill port and request window
-    blocks_per_core: int = 1
-    # DRAM requests one core keeps in flight for this kernel (0: the chip's)
-    max_outstanding: int = 0
-    # requests in flight from the kernel's pipeline: (stages - 1) k-steps of A and B tiles
-    inflight_from_stages: bool = False
-    # edge tiles (and tiles larger than the problem) cost a full tile's compute
-    pad_edge_tiles: bool = False
-    macs: int = 0
-    flops: float = 0.0
 
 
 @dataclass(frozen=True)

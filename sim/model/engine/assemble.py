@@ -1,0 +1,234 @@
+"""A kernel run → an :class:`~sim.ir.results.OpResult`: cycles with the launch overhead, the
+bytes at every memory level, energy (:mod:`sim.model.cost.energy`), roofline bounds and the
+engine's counters; and the results a kernel's result is combined into (an op run as two
+kernels, a library's memory-bound kernel at its measured rate)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+import sim.model.cost.energy as E
+import sim.model.kernels.dram as D
+import sim.model.kernels.engine as K
+from sim.ir.lowered import LoweredGemm, LoweredOnArray, LoweredOp, TileProblem
+from sim.ir.ops import Attention, VectorOp, op_min_dram_bytes
+from sim.ir.results import OpResult
+from sim.model.dataflow import get_dataflow
+from sim.model.engine.kernel_run import KernelRun
+from sim.model.mapper.search import Mapping
+
+
+def assemble_result(chip, op, prob: TileProblem, mapping: Mapping, lowered: LoweredOp, run: KernelRun,
+                    ideal: bool) -> OpResult:
+    """The result of ``op`` run as ``prob`` (``lowered.problem``, or its split-K copy) with
+    ``mapping``: cycles with the launch overhead, bytes at every level, energy, roofline
+    bounds and the engine's counters."""
+    stats = run.stats
+    busiest = int(np.argmax(stats[:, K.S_COMPUTE])) if len(stats) else 0
+    compute = float(stats[busiest, K.S_COMPUTE]) if len(stats) else 0.0
+    makespan = float(run.makespan)
+    launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
+    ms = getattr(chip, "mapping", None)
+    if ms is not None and isinstance(lowered, LoweredOnArray):
+        launch += ms.kernel_prologue_ns * chip.clock_hz / 1e9
+    if ideal:
+        # SCALE-Sim's convention: the reported count is the index of the last cycle
+        cycles = max(0.0, makespan - 1.0)
+        compute_c = max(0.0, compute - 1.0)
+    else:
+        cycles = makespan + launch
+        compute_c = compute
+    cycles = float(math.ceil(cycles - 1e-9))
+    seconds = cycles / chip.clock_hz
+    dram_rd = float(stats[:, K.S_DRAM_READ].sum())
+    dram_wr = float(stats[:, K.S_DRAM_WRITE].sum())
+    l2_hit = float(stats[:, K.S_L2_HIT].sum())
+    macs = int(getattr(op, "macs", 0) or 0)
+    flops = float(getattr(op, "flops", 0) or 0)
+    # roofline terms at the chip's peaks
+    if isinstance(lowered, LoweredOnArray) and macs:
+        peak_macs = _peak_macs(chip, lowered)
+        compute_bound = macs / peak_macs / lowered.mac_speedup()
+    else:
+        peak_macs = 0.0
+        compute_bound = 0.0
+    if lowered.kind == "vector":
+        vu = chip.cores.vector_unit
+        compute_bound = max(compute_bound, flops / (vu.lanes * vu.ops_per_lane_per_cycle * chip.cores.count))
+    peak_bpc = chip.memory.dram.peak_bytes_per_s / chip.clock_hz
+    memory_bound = 0.0 if ideal else (dram_rd + dram_wr) / peak_bpc
+    roof = max(compute_bound, memory_bound)
+    # the roofline's class at the op's own (compulsory) intensity, and the same test with
+    # the traffic this mapping moves (memory-bound when the buffers cannot hold the reuse)
+    min_bytes = float(op_min_dram_bytes(op))
+    bound = "compute" if compute_bound >= min_bytes / peak_bpc else "memory"
+    traffic_bound = "compute" if compute_bound >= memory_bound else "memory"
+    util = macs / (cycles * peak_macs) if (cycles > 0 and peak_macs > 0) else 0.0
+    # SRAM traffic: DMA fills and drains, plus the array's reads of its tiles
+    sram_wr = float(stats[:, K.S_BYTES_A].sum() + stats[:, K.S_BYTES_B].sum() + stats[:, K.S_BYTES_PSUM_READ].sum())
+    sram_rd = float(stats[:, K.S_BYTES_C_WRITE].sum())
+    array_rd, array_wr, rf_bytes = _array_access_bytes(prob, mapping, run.hist, run.ranges, lowered)
+    sram_rd += array_rd
+    sram_wr += array_wr
+    energy = _energy(chip, op, lowered, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram_wr, rf_bytes, seconds)
+    details = {
+        "cores_used": int(mapping.cores_used),
+        "per_core_compute_cycles_max": compute,
+        "steps": float(stats[:, K.S_STEPS].sum()),
+        "tile_loads_a": float(stats[:, K.S_LOADS_A].sum()),
+        "tile_loads_b": float(stats[:, K.S_LOADS_B].sum()),
+        "psum_reads": float(stats[:, K.S_PSUM_READS].sum()),
+        "stores": float(stats[:, K.S_STORES].sum()),
+        "launch_overhead_cycles": launch,
+        "compute_bound_cycles": compute_bound,
+        "memory_bound_cycles": memory_bound,
+        "dram": _dram_details(run.dram_stats),
+        "extrapolated": run.extrapolated,
+    }
+    achieved = (dram_rd + dram_wr) / seconds if seconds > 0 else 0.0
+    return OpResult(
+        name=op.name, kind=lowered.kind, cycles=cycles, compute_cycles=float(compute_c),
+        stall_cycles=max(0.0, cycles - compute_c), seconds=seconds, macs=macs, flops=flops, utilization=util,
+        dram_read_bytes=dram_rd, dram_write_bytes=dram_wr, l2_hit_bytes=l2_hit, sram_read_bytes=sram_rd,
+        sram_write_bytes=sram_wr, energy_pj=energy["total"], energy_breakdown_pj=energy, roofline_cycles=roof,
+        bound=bound, arithmetic_intensity=flops / min_bytes if min_bytes > 0 else float("inf"),
+        achieved_dram_bytes_per_s=achieved, mapping=mapping.to_dict(), memory="ideal" if ideal else "modeled",
+        details=details, traffic_bound=traffic_bound,
+        dram_intensity=(flops / (dram_rd + dram_wr)) if (dram_rd + dram_wr) > 0 else float("inf"))
+
+
+def _peak_macs(chip, lowered: LoweredOnArray) -> float:
+    """Chip-wide MACs per cycle of the array the op ran on, in its rate class."""
+    arr = next(a for a in chip.cores.arrays if a.name == lowered.array)
+    rate = lowered.macs_per_pe_per_cycle
+    return arr.rows * arr.cols * arr.count * rate * chip.cores.count
+
+
+def _array_access_bytes(prob: TileProblem, mapping: Mapping, hist, ranges, lowered: LoweredOp):
+    """(SRAM read bytes, SRAM write bytes, register bytes) the arrays cause, from the
+    dataflow's per-tile access counts for every tile shape the engine ran (GEMMs)."""
+    if not isinstance(lowered, LoweredGemm):
+        return 0.0, 0.0, 0.0
+
+    df = get_dataflow(lowered.dataflow, **({"row_length": lowered.row_length}
+                                           if lowered.row_length and lowered.dataflow == "rs" else {}))
+    kpc = lowered.k_per_pe_cycle
+    rows, cols, n_arr = lowered.rows, lowered.cols, lowered.arrays_per_core
+    rd = wr = rf = 0.0
+    P = hist.shape[0]
+    for c in range(P):
+        if ranges is not None and len(ranges) == P and mapping.distribution == "block":
+            mm, nn = ranges[c, 3] - ranges[c, 2], ranges[c, 5] - ranges[c, 4]
+        else:
+            mm, nn = prob.m, prob.n
+        for code in range(8):
+            n_steps = hist[c, code]
+            if n_steps == 0:
+                continue
+            em, ek, en = code >> 2 & 1, code >> 1 & 1, code & 1
+            sm = mapping.tile_m if not em else (mm % mapping.tile_m or mapping.tile_m)
+            sn = mapping.tile_n if not en else (nn % mapping.tile_n or mapping.tile_n)
+            sk = mapping.tile_k if not ek else (prob.k % mapping.tile_k or mapping.tile_k)
+            kp = int(math.ceil(sk / kpc))
+            sn_arr = -(-sn // n_arr)
+            acc = df.accesses(sm, kp, sn_arr, rows, cols)
+            words_in = float(acc["sram_reads_input"]) * n_arr
+            words_w = float(acc["sram_reads_weight"]) * n_arr
+            words_out = float(acc["sram_writes_output"]) * n_arr
+            words_ps = float(acc.get("sram_reads_psum", 0.0)) * n_arr
+            rd += n_steps * (words_in * prob.layout.a * kpc + words_w * prob.layout.b * kpc + words_ps * prob.layout.psum)
+            wr += n_steps * words_out * prob.layout.psum
+            rf_words = sum(float(v) for key, v in acc.items() if key.startswith("rf_")) * n_arr
+            rf += n_steps * rf_words * max(prob.layout.a, 1.0)
+    return rd, wr, rf
+
+
+def _energy(chip, op, lowered: LoweredOp, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram_wr, rf_bytes,
+            seconds) -> dict:
+    out: dict[str, float] = {}
+    if macs and isinstance(lowered, LoweredOnArray) and lowered.rate_class:
+        eff_macs = macs / lowered.mac_speedup()
+        out["mac"] = E.mac_energy_pj(chip, lowered.rate_class, lowered.array, eff_macs)
+    vec_ops = flops if lowered.kind == "vector" else (
+        float(op.batch * op.heads * op.scored_pairs() * 5) if isinstance(op, Attention) else 0.0)
+    if vec_ops:
+        out["vector"] = vec_ops * E.vector_op_pj(chip)
+    regs = chip.memory.registers
+    if regs is not None and rf_bytes:
+        out[regs.name] = rf_bytes * E.level_pj_per_byte(chip, regs)
+    elif rf_bytes:
+        out["registers"] = rf_bytes * E.DEFAULT_REGISTER_PJ_PER_BYTE * E.node_scale(chip)
+    buf = chip.memory.core_srams[-1]
+    out[buf.name] = sram_rd * E.level_pj_per_byte(chip, buf) + sram_wr * E.level_pj_per_byte(chip, buf, write=True)
+    for lvl in chip.memory.chip_srams:
+        share = 1.0 / len(chip.memory.chip_srams)
+        out[lvl.name] = ((l2_hit + dram_rd) * E.level_pj_per_byte(chip, lvl) + dram_wr * E.level_pj_per_byte(
+            chip, lvl, write=True)) * share
+    dram = chip.memory.dram
+    out[dram.name] = dram_rd * E.level_pj_per_byte(chip, dram) + dram_wr * E.level_pj_per_byte(chip, dram, True)
+    out["noc"] = (dram_rd + dram_wr + l2_hit) * E.noc_pj_per_byte(chip)
+    out = E.at_clock_voltage(chip, out)  # core-rail energies at the voltage of the chip's clock
+    static = E.static_energy_pj(chip, seconds)
+    if static:
+        out["static"] = static
+    out["total"] = float(sum(out.values()))
+    return out
+
+
+def _dram_details(st) -> dict:
+    if st is None:
+        return {}
+
+    st = np.asarray(st, dtype=np.float64)
+    hits, empty, conf = st[D.S_ROW_HITS], st[D.S_ROW_EMPTY], st[D.S_ROW_CONFLICTS]
+    total = hits + empty + conf
+    return {"chunks": float(st[D.S_REQUESTS]), "row_hit_rate": float(hits / total) if total else 0.0,
+            "row_conflicts": float(conf), "refreshes": float(st[D.S_REFRESHES]),
+            "activates": float(st[D.S_ACTIVATES])}
+
+
+def merge_results(a: OpResult, b: OpResult) -> OpResult:
+    """One result for an op run as two kernels back to back (``b`` after ``a``)."""
+    seconds = a.seconds + b.seconds
+    cycles = a.cycles + b.cycles
+    energy = {k: a.energy_breakdown_pj.get(k, 0.0) + b.energy_breakdown_pj.get(k, 0.0)
+              for k in set(a.energy_breakdown_pj) | set(b.energy_breakdown_pj)}
+    dram = a.dram_bytes + b.dram_bytes
+    details = dict(a.details, second_kernel=b.to_dict())
+    terms = [sum(r.details.get(key, 0.0) for r in (a, b)) for key in ("compute_bound_cycles", "memory_bound_cycles")]
+    traffic_bound = "compute" if terms[0] >= terms[1] else "memory"
+    return dataclasses.replace(
+        a, cycles=cycles, compute_cycles=a.compute_cycles + b.compute_cycles,
+        stall_cycles=a.stall_cycles + b.stall_cycles, seconds=seconds,
+        dram_read_bytes=a.dram_read_bytes + b.dram_read_bytes, dram_write_bytes=a.dram_write_bytes + b.dram_write_bytes,
+        l2_hit_bytes=a.l2_hit_bytes + b.l2_hit_bytes, sram_read_bytes=a.sram_read_bytes + b.sram_read_bytes,
+        sram_write_bytes=a.sram_write_bytes + b.sram_write_bytes, energy_pj=a.energy_pj + b.energy_pj,
+        energy_breakdown_pj=energy, roofline_cycles=max(a.roofline_cycles, a.roofline_cycles + b.roofline_cycles),
+        utilization=a.utilization * a.cycles / cycles if cycles else 0.0,
+        dram_intensity=a.flops / dram if dram else a.dram_intensity, traffic_bound=traffic_bound,
+        achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
+
+
+def stream_kernel_rate(chip, op: VectorOp, res: OpResult, rule) -> OpResult:
+    """A library's memory-bound kernel at its measured rate (a stack's StreamKernelRule):
+    its body is the ideal stream's body over the rule's bandwidth fraction, but never
+    shorter than the rule's floor for the op's row length; the launch overhead stays.
+    Both only lengthen the body, so the kernel never beats the ideal stream (nor the
+    roofline)."""
+    launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
+    body = max(0.0, res.cycles - launch)
+    floor = (rule.floor_ns + rule.floor_ns_per_row_element * op.row_elements) * chip.clock_hz / 1e9
+    new_body = max(floor, body / rule.bandwidth_fraction)
+    if new_body <= body:
+        return res
+    cycles = float(math.ceil(new_body + launch - 1e-9))
+    seconds = cycles / chip.clock_hz
+    dram = res.dram_read_bytes + res.dram_write_bytes
+    details = dict(res.details, stream_kernel={"bandwidth_fraction": rule.bandwidth_fraction,
+                                               "floor_cycles": floor, "ideal_body_cycles": body,
+                                               "source": rule.source})
+    return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
+                               seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,
+                               achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)

@@ -1,0 +1,232 @@
+"""Large problems from samples: run shortened copies of a problem along its longest tile loop
+(or, in cyclic mode, the first whole waves of output tiles) and extrapolate linearly.  The
+tile nest is periodic along that loop, so every count and the cycle total are affine in its
+trip count once the pipeline and the caches are in steady state; memory stays flat in the
+problem size."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import sim.model.kernels.engine as K
+from sim.ir.lowered import TileProblem
+from sim.model.engine.arrays import operand_bases
+from sim.model.engine.kernel_run import KernelRun, run_kernel
+from sim.model.engine.lower import FIDELITY, raster_group
+from sim.model.mapper.search import Mapping, footprint_bytes
+
+#: False simulates every problem in full (tests compare extrapolation against that)
+EXTRAPOLATE = True
+#: the smallest samples (rounds) an extrapolation draws at the default fidelity
+MIN_SAMPLE_ROUNDS = FIDELITY["high"]["min_sample_rounds"]
+#: slopes over consecutive samples must agree this closely for the steady state
+STEADY_TOLERANCE = 0.05
+#: at most this many times the samples are doubled while looking for a steady state
+MAX_DOUBLINGS = 2
+
+
+@dataclass(frozen=True)
+class DimPlan:
+    """Shorten the problem along ``dim`` (count, m, n or k): ``rounds`` whole rounds of
+    ``round_size`` elements, sampled first at ``samples`` = (r1, r2) rounds."""
+
+    dim: str
+    round_size: int
+    rounds: int
+    samples: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class WavePlan:
+    """Cyclic mode: ``tiles`` output tiles dealt to ``cores`` cores make ``waves`` whole
+    waves (and a partial one), sampled first at ``samples`` = (w1, w2) waves."""
+
+    tiles: int
+    cores: int
+    waves: int
+    samples: tuple[int, int]
+
+
+def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
+    tm = math.ceil(prob.m / mapping.tile_m)
+    tn = math.ceil(prob.n / mapping.tile_n)
+    tk = math.ceil(prob.k / mapping.tile_k)
+    total = prob.count * tm * tn * tk
+    return math.ceil(total / max(1, mapping.cores_used))
+
+
+def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[str, tuple[int, int]]:
+    """For each dim that can be shortened: (round size in elements, number of whole rounds).
+
+    A round is a slice after which every core's work pattern repeats: in block mode one
+    tile per core slice along count/m/n; along k (every core walks all of k) one k tile.
+    Cyclic mode is shortened by whole waves of output tiles instead (:class:`WavePlan`),
+    or along k.
+    """
+    out: dict[str, tuple[int, int]] = {}
+    if mapping.distribution == "cyclic":
+        # whole instances (every instance has the same tiles, causal or not), in groups
+        # that add whole waves, so the dealing pattern repeats from one group to the next
+        per_inst = math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
+        group = max(1, mapping.cores_used // math.gcd(mapping.cores_used, per_inst))
+        if prob.count // group >= 4 * MIN_SAMPLE_ROUNDS[1]:
+            out["count"] = (group, prob.count // group)
+    single_wave = mapping.distribution == "cyclic" and (
+        prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n) <= mapping.cores_used)
+    compulsory = (footprint_bytes(prob, "a", prob.m, prob.n, prob.k, prob.count)
+                  + (footprint_bytes(prob, "b", prob.m, prob.n, prob.k, prob.count) if prob.has_b else 0.0)
+                  + footprint_bytes(prob, "c", prob.m, prob.n, prob.k, prob.count))
+    streaming = mapping.estimated_dram_bytes <= 1.1 * float(compulsory)
+    if prob.reduction and not prob.causal and (single_wave or streaming or not has_chip_cache):
+        # along k only when cache reuse cannot depend on it: one wave of tiles, every
+        # byte fetched once anyway (streaming weights), or no chip-level cache
+        out["k"] = (mapping.tile_k, prob.k // mapping.tile_k)
+    if mapping.distribution == "block":
+        pc, pm, pn = mapping.partition
+        sizes = {"count": (1 * pc, prob.count),
+                 "m": (max(mapping.tile_m, prob.unit_m) * pm, prob.m),
+                 "n": (max(mapping.tile_n, prob.unit_n) * pn, prob.n)}
+        for dim, (rs, size) in sizes.items():
+            if dim == "m" and mapping.tile_m % prob.unit_m and pm > 1:
+                continue
+            if dim == "n" and mapping.tile_n % prob.unit_n and pn > 1:
+                continue
+            out[dim] = (rs, size // rs)
+    return out
+
+
+def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
+                       fidelity: str = "high") -> DimPlan | WavePlan | None:
+    """How to shorten a large problem, or None to simulate it in full."""
+    fid = FIDELITY[fidelity]
+    steps = _max_core_steps(prob, mapping)
+    chunks = 0.0 if ideal else mapping.estimated_dram_bytes / max(1, chip.memory.dram.interleave_bytes)
+    work = max(steps, chunks)
+    if not EXTRAPOLATE:
+        return None
+    sample = fid["sample_chunks"]
+    if steps <= fid["steps"] and chunks <= fid["chunks"]:
+        return None
+    if mapping.distribution == "cyclic" and not prob.causal:
+        tiles = prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
+        P = max(1, mapping.cores_used)
+        waves = tiles // P
+        # tiles are rasterised in groups of g tile rows; cache reuse repeats once per
+        # group, so samples start after the first group and each sample interval spans
+        # at least one group
+
+        tn = math.ceil(prob.n / mapping.tile_n)
+        tm = math.ceil(prob.m / mapping.tile_m)
+        period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
+        w1 = max(fid["min_sample_rounds"][0], period)
+        w2 = int(max(w1 + period, fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
+        if 4 * w2 <= waves:
+            return WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2))
+    best = None
+    for dim, (rs, rounds) in _rounds(prob, mapping, bool(chip.memory.chip_srams)).items():
+        if rounds >= 4 * fid["min_sample_rounds"][1] and (best is None or rounds > best[2]):
+            best = (dim, rs, rounds)
+    if best is None:
+        return None
+    dim, rs, rounds = best
+    r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
+    r1 = max(fid["min_sample_rounds"][0], r2 // 4)
+    return DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2))
+
+
+def _dram_stats(run: KernelRun) -> np.ndarray:
+    return np.nan_to_num(run.dram_stats, posinf=0.0)
+
+
+def _line(a: KernelRun, b: KernelRun, f: float) -> KernelRun:
+    """Statistics at ``a + (b - a) * f`` (affine extrapolation of two runs)."""
+    s1, s2 = _dram_stats(a), _dram_stats(b)
+    return dataclasses.replace(
+        b, stats=a.stats + (b.stats - a.stats) * f,
+        hist=np.round(a.hist + (b.hist - a.hist) * f).astype(np.int64),
+        makespan=a.makespan + (b.makespan - a.makespan) * f, dram_stats=s1 + (s2 - s1) * f)
+
+
+def _slope(x: KernelRun, y: KernelRun, rx: int, ry: int, key: str) -> float:
+    """Growth per round of the makespan (``t``) or of the DRAM bytes (``bytes``)."""
+    vx = x.makespan if key == "t" else float(x.stats[:, K.S_DRAM_READ].sum() + x.stats[:, K.S_DRAM_WRITE].sum())
+    vy = y.makespan if key == "t" else float(y.stats[:, K.S_DRAM_READ].sum() + y.stats[:, K.S_DRAM_WRITE].sum())
+    return (vy - vx) / (ry - rx)
+
+
+def _steady_samples(run, total: int, samples: tuple[int, int], check: bool):
+    """The two samples to extrapolate from: (b, c, r2, r3, steady), or None when the
+    problem is too short for a third sample (simulate it in full).
+
+    Three equally spaced samples r1 < r2 < r3 are run; if the slope over (r1, r2) and over
+    (r2, r3) differ by more than STEADY_TOLERANCE in time or DRAM bytes, the samples are
+    doubled (caches warming up, reuse not yet periodic) until they agree or reach half
+    the problem.  ``steady`` is True, False (never steady: the largest samples) or None
+    (``check`` off: a straight line through the first two samples)."""
+    r1, r2 = samples
+    a, b = run(r1), run(r2)
+    if not check:
+        # fast fidelity: a straight line through two samples, the steady state unchecked
+        return a, b, r1, r2, None
+    c = None
+    doublings = 0
+    while True:
+        r3 = 2 * r2 - r1
+        if r3 > total // 2 or doublings > MAX_DOUBLINGS:
+            if c is None:
+                return None
+            # never steady within half the problem: extrapolate from the largest samples
+            # (flagged in the result) rather than simulate a huge problem in full
+            return a, b, r1, r2, False
+        c = run(r3)
+        ok = True
+        for key in ("t", "bytes"):
+            s1, s2 = _slope(a, b, r1, r2, key), _slope(b, c, r2, r3, key)
+            if abs(s2 - s1) > STEADY_TOLERANCE * max(abs(s2), 1e-9):
+                ok = False
+        if ok:
+            return b, c, r2, r3, True
+        doublings += 1
+        a, b, r1, r2 = b, c, r2, r3
+
+
+def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan | WavePlan,
+                     fidelity: str = "high") -> KernelRun | None:
+    """Run shortened copies and extrapolate every statistic along the plan, after
+    checking that the problem is in steady state; None when it is not (simulate fully).
+
+    Along a dim, each copy keeps the original remainder (edge tiles) and a number of
+    whole rounds; along waves (cyclic mode), a copy runs the first w whole waves of
+    output tiles, and the last partial wave is added as the difference between w1 waves
+    plus the leftover tiles and w1 waves.  Cycles and counts are affine in the number of
+    rounds once the pipeline and the caches are in steady state (:func:`_steady_samples`)."""
+    bases = operand_bases(prob)
+    if isinstance(plan, WavePlan):
+        total, P = plan.waves, plan.cores
+        run = lambda r: run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r * P)  # noqa: E731
+    else:
+        total, dim, rs = plan.rounds, plan.dim, plan.round_size
+        rem = getattr(prob, dim) - total * rs
+        run = lambda r: run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal,  # noqa: E731
+                                   bases)
+    found = _steady_samples(run, total, plan.samples, FIDELITY[fidelity]["steady_check"])
+    if found is None:
+        return None
+    b, c, r2, r3, steady = found
+    out = _line(b, c, (total - r2) / (r3 - r2))
+    if isinstance(plan, WavePlan):
+        left = plan.tiles - total * P
+        if left:
+            d = run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r2 * P + left)
+            out = dataclasses.replace(out, stats=out.stats + (d.stats - b.stats), hist=out.hist + (d.hist - b.hist),
+                                      makespan=out.makespan + (d.makespan - b.makespan),
+                                      dram_stats=out.dram_stats + (_dram_stats(d) - _dram_stats(b)))
+        record = {"dim": "waves", "waves": total, "leftover_tiles": left, "sampled_waves": [r2, r3],
+                  "steady": steady}
+    else:
+        record = {"dim": plan.dim, "rounds": total, "round_size": plan.round_size, "sampled_rounds": [r2, r3],
+                  "steady": steady}
+    return dataclasses.replace(out, extrapolated=record)

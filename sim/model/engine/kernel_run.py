@@ -1,0 +1,106 @@
+"""One run of the compiled event engine (:func:`sim.model.kernels.engine.run_tiled`) on a
+tile problem and its mapping, as a :class:`KernelRun`; remembered in memory and on disk
+(:mod:`sim.model.engine.run_cache`) by a digest of exactly the arrays the kernel reads."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import sim.model.engine.run_cache as run_cache
+import sim.model.kernels.engine as K
+from sim.ir.lowered import TileProblem
+from sim.model.engine.arrays import kernel_arrays
+from sim.model.mapper.search import Mapping
+from sim.model.memory.dram import DramParams
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """What one engine run (or an extrapolation of several) measured.
+
+    ``stats`` [cores, K.S_LEN] per-core counters; ``hist`` [cores, 8] steps per
+    (full/edge m, k, n) tile shape; ``makespan`` cycles; ``dram_stats`` the DRAM model's
+    statistics (indexed by ``sim.model.kernels.dram.S_*``); ``P`` the cores (block slots)
+    the kernel ran; ``geo`` and ``ranges`` the geometry and per-core ranges it read;
+    ``extrapolated`` how the run was extrapolated from samples (None: simulated in full),
+    as reported in ``OpResult.details``."""
+
+    stats: np.ndarray
+    hist: np.ndarray
+    makespan: float
+    dram_stats: np.ndarray
+    P: int
+    geo: np.ndarray
+    ranges: np.ndarray
+    extrapolated: dict[str, Any] | None = None
+
+    def copy(self) -> "KernelRun":
+        """The same run with its own copies of the arrays (the memo's stay untouched)."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), np.ndarray)})
+
+
+#: engine runs remembered by the exact numbers the kernel reads (see run_kernel)
+_RUN_CACHE: "OrderedDict[bytes, KernelRun]" = OrderedDict()
+_RUN_CACHE_SIZE = 2048
+
+
+def clear() -> None:
+    """Forget every engine run remembered in memory (the disk cache stays)."""
+    _RUN_CACHE.clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _dram_params(spec):
+    """The DRAM model's parameters and their array for one chip's DRAM spec (shared: the
+    kernels only read the array)."""
+    params = DramParams.from_spec(spec)
+    return params, params.to_array()
+
+
+def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None, tile_limit: int = 0) -> KernelRun:
+    """One engine run.  The kernel is a pure function of its input arrays (fresh DRAM
+    state, no randomness), so a run is remembered by a digest of exactly those arrays:
+    two chips or ops that differ only in what the kernel never sees (an SRAM size that
+    leads to the same mapping, a name) share one run - the common case in a sweep.
+    ``bases`` fixes the operand addresses; ``tile_limit`` (> 0) stops after that many
+    output tiles (cyclic mode)."""
+    arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
+    arrs["geo"][K.G_TILE_LIMIT] = tile_limit
+    P = arrs["P"]
+    params, p = _dram_params(chip.memory.dram)
+    inputs = (arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p)
+    h = hashlib.blake2b(digest_size=20)
+    for a in inputs:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    key = h.digest()
+    hit = _RUN_CACHE.get(key)
+    if hit is not None:
+        _RUN_CACHE.move_to_end(key)
+        return hit.copy()
+    stored = run_cache.load(key)  # another process (or an earlier run) may have simulated it
+    if stored is not None:
+        run = KernelRun(**stored)
+    else:
+        state = params.new_state()
+        stats = np.zeros((P, K.S_LEN))
+        hist = np.zeros((P, 8), dtype=np.int64)
+        out_time = np.zeros(1)
+        K.run_tiled(*inputs[:5], p, state, stats, hist, out_time)
+        # callers read only the DRAM statistics (the state's last array)
+        run = KernelRun(stats=stats, hist=hist, makespan=float(out_time[0]), dram_stats=state[-1], P=P,
+                        geo=arrs["geo"], ranges=arrs["ranges"])
+        run_cache.store(key, {"stats": run.stats, "hist": run.hist, "makespan": run.makespan,
+                              "dram_stats": run.dram_stats, "P": run.P, "geo": run.geo, "ranges": run.ranges})
+    _RUN_CACHE[key] = run
+    if len(_RUN_CACHE) > _RUN_CACHE_SIZE:
+        _RUN_CACHE.popitem(last=False)
+    return run.copy()
