@@ -57,7 +57,10 @@ def run(args) -> int:
         "cycles": r.cycles, "compute_cycles": r.compute_cycles, "stall_cycles": r.stall_cycles,
         "seconds": r.seconds, "utilization": r.utilization, "macs": r.macs,
         "dram_read_bytes": r.dram_read_bytes, "dram_write_bytes": r.dram_write_bytes,
-        "energy_pj": r.energy_pj, "bound": r.bound, "traffic_bound": r.traffic_bound, "roofline_cycles": r.roofline_cycles,
+        "energy_pj": r.energy_pj, "bound": r.bound, "traffic_bound": r.traffic_bound,
+        "limited_by": f"{r.limited_by} (" + ", ".join(f"{k} {v / r.cycles:.0%}" for k, v in r.time_split_cycles.items()
+                                                 if r.cycles and v > 0) + ")",
+        "roofline_cycles": r.roofline_cycles,
         "mapping": f"{m['distribution']} on {m['cores_used']} core(s), tiles {m['tile_m']}x{m['tile_n']}x{m['tile_k']} "
                    f"(m x n x k), order {m['loop_order']}, {m['search_space']} candidates searched",
     })

@@ -29,7 +29,9 @@ class OpResult:
       ``noc``, ``static``)
     * ``roofline_cycles`` - max(compute bound, memory bound) at peak rates, simulated traffic
     * ``bound`` - ``compute`` or ``memory``: the roofline's class at the op's own arithmetic
-      intensity; ``traffic_bound`` - the same with the DRAM bytes the mapping really moves
+      intensity; ``traffic_bound`` - the same with the DRAM bytes the mapping really moves;
+      :attr:`limited_by` - what the simulated time is mostly made of (``compute``, ``array``
+      fill/drain and tile quantisation, ``memory`` stalls or launch ``overhead``)
     * ``arithmetic_intensity`` - FLOPs per compulsory DRAM byte (each input read and the
       output written once); ``dram_intensity`` - FLOPs per simulated DRAM byte
     * ``achieved_dram_bytes_per_s`` - DRAM bytes / seconds
@@ -79,9 +81,31 @@ class OpResult:
     def dram_bytes(self) -> float:
         return self.dram_read_bytes + self.dram_write_bytes
 
+    @property
+    def time_split_cycles(self) -> dict[str, float]:
+        """The simulated cycles split by what they are spent on: ``compute`` (the MACs or
+        vector ops at the unit's peak rate), ``array`` (the busiest core's busy cycles
+        beyond that: fill and drain, tile quantisation, idle rows), ``memory`` (waiting for
+        data) and ``overhead`` (launch and kernel prologue)."""
+        d = self.details or {}
+        peak = float(d.get("compute_bound_cycles", self.compute_cycles))
+        overhead = float(d.get("launch_overhead_cycles", 0.0))
+        return {"compute": min(peak, self.compute_cycles),
+                "array": max(0.0, self.compute_cycles - peak),
+                "memory": max(0.0, self.stall_cycles - overhead),
+                "overhead": min(overhead, self.stall_cycles)}
+
+    @property
+    def limited_by(self) -> str:
+        """The largest part of :attr:`time_split_cycles`: a GEMM on a big array at 9 % of its
+        peak whose time is fill and drain says ``array``, not ``memory``."""
+        split = self.time_split_cycles
+        return max(split, key=lambda k: split[k])
+
     def to_dict(self) -> dict[str, Any]:
-        """Every field as plain Python data (NumPy scalars become int/float)."""
-        return _plain(asdict(self))
+        """Every field as plain Python data (NumPy scalars become int/float), plus
+        ``limited_by``."""
+        return {**_plain(asdict(self)), "limited_by": self.limited_by}
 
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), default=_json_default, **kw)
