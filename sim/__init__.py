@@ -4,7 +4,8 @@ Public API (this facade; everything else is an implementation module):
 
 * :func:`load_chip` - a chip from ``arch_configs/`` (name) or a YAML path, with ``--set``-style overrides
 * :func:`simulate` / :func:`simulate_gemm` - one op on a chip -> :class:`OpResult`
-* :func:`run_llm` - a model's prefill / decode / generation on a chip -> dict of metrics and ops,
+* :func:`run_llm` - a model's prefill / decode / generation on a chip -> :class:`LlmRun` (frozen, typed
+  metrics and op rows; ``to_dict()`` is ``sim run --json``; a read-only mapping for dict-style code),
   its ops lowered to kernels by the chip's software stack (``stack=``; :mod:`sim.model.stacks`)
 * :func:`sweep` - a design-space sweep (YAML spec or dict) -> pandas DataFrame
 * :func:`validate` - predicted vs measured GPU cases -> pandas DataFrame
@@ -29,6 +30,7 @@ load Dask or SimPy.
 from __future__ import annotations
 
 from sim.apps.inference import run_llm
+from sim.apps.results import LlmRun, PhaseResult
 from sim.apps.single_op import simulate, simulate_gemm
 from sim.errors import ConfigError, MappingError, ShapeError, SimError, WorkloadError
 from sim.ir.ops import Attention, Collective, Conv2d, Copy, Gemm, VectorOp
@@ -60,7 +62,8 @@ def validate(chip, cases_path, progress: bool = False):
 
 
 __all__ = [
-    "Attention", "Collective", "ConfigError", "Conv2d", "Copy", "Gemm", "MappingError", "OpResult", "ShapeError",
+    "Attention", "Collective", "ConfigError", "Conv2d", "Copy", "Gemm", "LlmRun", "MappingError", "OpResult",
+    "PhaseResult", "ShapeError",
     "SimError", "VectorOp", "WorkloadError", "__version__", "list_chips", "load_chip", "results_dataframe",
     "run_llm", "serve", "simulate", "simulate_gemm", "sweep", "validate",
 ]

@@ -1,7 +1,8 @@
-"""Applications over the model layer, each returning typed data (OpResult, dicts, DataFrames):
+"""Applications over the model layer, each returning typed data (OpResult, LlmRun, dicts, DataFrames):
 
 * :mod:`~sim.apps.single_op` - one op on a chip (``simulate``, ``simulate_gemm``), chip summary;
-* :mod:`~sim.apps.inference` - LLM prefill / decode / generation (``run_llm``);
+* :mod:`~sim.apps.inference` - LLM prefill / decode / generation (``run_llm``), returning the
+  typed results of :mod:`~sim.apps.results` (``LlmRun``, ``PhaseResult``);
 * :mod:`~sim.apps.energy_report` - an LLM run's energy and power split by memory level and unit;
 * :mod:`~sim.apps.validation` - measured GPU cases -> the same lowering `sim run` uses -> errors;
 * :mod:`~sim.apps.sweep` and :mod:`~sim.apps.store` - design-space sweeps, Dask, resumable Parquet;

@@ -49,11 +49,11 @@ def run_demo(out: Path, chip: str = "npu_128x128", model: str = "llama3-8b", wei
         runs[phase] = run_llm(spec, model, phase=phase, weight_dtype=weight_dtype, **kw)
     rows = []
     for phase, res in runs.items():
-        rows.append({"model": model, "phase": phase, "batch": res["batch"], "seconds": res["seconds"],
-                     "tokens_per_s": res["tokens_per_s"], "mfu": res["mfu"], "mbu": res["mbu"],
-                     "energy_per_token_mJ": res["energy_per_token_j"] * 1e3,
-                     "kv_cache_MB": res["kv_cache_bytes"] / 1e6})
-        pd.DataFrame(res["ops"]).to_csv(out / f"{model}_{phase}_ops.csv", index=False)
+        rows.append({"model": model, "phase": phase, "batch": res.batch, "seconds": res.seconds,
+                     "tokens_per_s": res.tokens_per_s, "mfu": res.mfu, "mbu": res.mbu,
+                     "energy_per_token_mJ": res.energy_per_token_j * 1e3,
+                     "kv_cache_MB": res.kv_cache_bytes / 1e6})
+        res.dataframe().to_csv(out / f"{model}_{phase}_ops.csv", index=False)
     sdf = pd.DataFrame(rows)
     sdf.to_csv(out / "summary.csv", index=False)
     print(f"\n{model} ({weight_dtype} weights): prefill of 2048 tokens (TTFT) and one decode step at batch 16 (TPOT), context 2048:")

@@ -4,6 +4,8 @@ the stack lowering and the engine (the per-op tables are :mod:`sim.model.cost.en
 DVFS model :mod:`sim.model.cost.power`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sim.model.cost.energy import op_energy_components_pj
 from sim.model.cost.power import _mean_clock, op_clock_mhz
 from sim.model.engine.lower import Options
@@ -32,7 +34,7 @@ def _llm_traces(model, phase: str, batch: int, prompt_len: int, context_len, new
     return [(pre, 1.0), (mid, float(new_tokens))]
 
 
-def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate", batch: int = 1,
+def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "generate", batch: int = 1,
                             prompt_len: int = 2048, context_len=None, new_tokens: int = 128,
                             draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
                             sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
@@ -41,7 +43,9 @@ def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate
     SRAMs, DRAM), ``mac``, ``vector``, ``noc``, ``static`` - in joules, summing to the
     run's ``energy_j``.
 
-    ``result`` is :func:`sim.apps.inference.run_llm`'s output for the same arguments.  When its
+    ``result`` is :func:`sim.apps.inference.run_llm`'s output for the same arguments (an
+    :class:`~sim.apps.results.LlmRun`, or any mapping with its keys: read through the mapping,
+    so that a dict built from one, ``{**res, "ops": rows}``, works too).  When its
     op rows carry ``energy_breakdown_pj`` they are summed directly; otherwise the run's ops
     are rebuilt - with the formats and attention lowering the run resolved (its
     ``precision`` and ``attention``) - and their (memoised) results read back.  For ``generate`` the split is
@@ -78,11 +82,11 @@ def llm_energy_components_j(chip, model, result: dict, *, phase: str = "generate
     return {k: v / s * total_j for k, v in comps.items()}
 
 
-def llm_run_power(chip, model, result: dict, *, phase: str = "prefill", batch: int = 1, prompt_len: int = 2048,
+def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch: int = 1, prompt_len: int = 2048,
                   context_len=None, new_tokens: int = 128, draft_tokens: int = 0, tensor_parallel: int = 1,
                   pipeline_parallel: int = 1, options=None, **_ignored) -> dict:
     """Average power of one chip over an LLM run (:func:`sim.apps.inference.run_llm`'s
-    ``result`` for the same arguments), the time-weighted clock its ops ran at and the
+    ``result`` for the same arguments: an :class:`~sim.apps.results.LlmRun` or a mapping with its keys), the time-weighted clock its ops ran at and the
     energy per token with that clock: ``{'power_w', 'clock_mhz', 'tdp_w', 'seconds',
     'energy_j', 'energy_per_token_j'}``.
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
+from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
 from sim.errors import MappingError, SimError, WorkloadError
 from sim.ir.results import OpResult
 from sim.model.engine.lower import Options
@@ -49,6 +49,8 @@ class IterationResult:
     chips: int
     peak_flops: float
     peak_bytes_per_s: float
+    #: energy_j by memory level and unit, from the kernels' energy breakdowns
+    energy_components_j: dict = field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float:
@@ -91,6 +93,7 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
     flops = 0.0
     dram = 0.0
     energy = 0.0
+    comps: dict[str, float] = {}
     # dequantisation ops are skipped by the lowering: they run on the vector unit inside
     # the GEMM (or attention) that consumes the narrow operand (sim.model.engine.lower)
     items = lower_trace(trace, chip_stack(chip, stack))
@@ -107,6 +110,9 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
         flops += r.flops * rep
         dram += r.dram_bytes * rep
         energy += r.energy_pj * rep
+        for k, v in (r.energy_breakdown_pj or {}).items():
+            if k != "total":
+                comps[k] = comps.get(k, 0.0) + float(v) * rep
         rows.append({"op": r.name, "source_op": t.source, "kind": r.kind, "block": t.block, "layer": t.layer, "stage": t.stage,
                      "repeat": rep, "seconds": r.seconds, "total_seconds": r.seconds * rep,
                      "flops": r.flops, "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
@@ -124,10 +130,12 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
     new_tokens = int(meta.get("new_tokens", 0) or 0)
     par = meta.get("parallel") or {}
     chips = int(par.get("tensor", 1)) * int(par.get("pipeline", 1)) if isinstance(par, dict) else 1
+    scale = 1e-12 * (chips if chips > 1 else 1)
     return IterationResult(label=label or meta.get("label", ""), seconds=total, new_tokens=new_tokens,
                            flops=flops * (chips if chips > 1 else 1), dram_bytes=dram * (chips if chips > 1 else 1),
                            energy_j=energy * 1e-12 * (chips if chips > 1 else 1), ops=rows, chips=chips,
-                           peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s)
+                           peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+                           energy_components_j={k: v * scale for k, v in comps.items()})
 
 
 def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int) -> dict:
@@ -171,7 +179,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             collective: str = "ring",
             attention: str | None = None, stack: str | None = None, options: Options | None = None,
             allow_overflow: bool = False,
-            progress: bool = False) -> dict[str, Any]:
+            progress: bool = False) -> LlmRun:
     """Simulate a model on a chip.
 
     ``phase``: ``prefill`` (one forward pass over ``prompt_len`` tokens per sequence, behind
@@ -181,6 +189,10 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     decode steps).  ``dtype`` defaults to :func:`default_dtype` (bf16 where the chip has
     units for it).  Raises WorkloadError when weights and KV cache do not fit the chips'
     memory, unless ``allow_overflow``.
+
+    Returns an :class:`~sim.apps.results.LlmRun` (frozen, typed fields; ``to_dict()`` is the
+    JSON of ``sim run --json``; a read-only mapping for code written against the dict this
+    returned before).
     """
     if isinstance(chip, str):
         chip = load_chip(chip)
@@ -224,16 +236,13 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             f"KV cache {fit['kv_cache_bytes'] / 1e9:,.1f} GB = {fit['bytes_per_chip'] / 1e9:,.1f} GB per chip, but each "
             f"chip has {fit['capacity_bytes_per_chip'] / 1e9:,.1f} GB; use more chips (--tensor-parallel / "
             "--pipeline-parallel), a narrower --weight-dtype / --kv-dtype, or --allow-overflow")
-    out: dict[str, Any] = {"chip": chip.name, "model": spec.name, "phase": phase, "batch": batch,
-                           "precision": {"dtype": precision.dtype, "weight_dtype": precision.weight_format,
-                                         "kv_dtype": precision.kv_format, "sparsity": sparsity,
-                                         "vector_dtype": precision.vector_format,
-                                         "quantised_lm_head": precision.quantised_lm_head},
-                           "parallel": {"tensor": tensor_parallel, "pipeline": pipeline_parallel,
-                                        "collective": collective},
-                           "attention": attention, "stack": stack_spec.name, "memory": options.memory, "fit": fit,
-                           "kv_cache_bytes": fit["kv_cache_bytes"],
-                           "kv_cache_bytes_per_sequence": fit["kv_cache_bytes_per_sequence"]}
+    head = dict(chip=chip.name, model=spec.name, phase=phase, batch=batch,
+                precision=RunPrecision(dtype=precision.dtype, weight_dtype=precision.weight_format,
+                                       kv_dtype=precision.kv_format, sparsity=sparsity,
+                                       vector_dtype=precision.vector_format,
+                                       quantised_lm_head=precision.quantised_lm_head),
+                parallel=RunParallel(tensor=tensor_parallel, pipeline=pipeline_parallel, collective=collective),
+                attention=attention, stack=stack_spec.name, memory=options.memory, fit=Fit.from_dict(fit))
     chips = tensor_parallel * pipeline_parallel
 
     def iteration(seqs, label):
@@ -246,18 +255,15 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
 
     if phase == "prefill":
         res = iteration([Sequence(prompt_len, past)] * batch, "prefill")
-        out.update(_summary(res, batch * prompt_len))
-        out["ttft_s"] = res.seconds
-        out["ops"] = res.ops
-        return out
+        return _single(head, res, _phase(res, batch * prompt_len), tokens_processed=batch * prompt_len,
+                       tokens_generated=0, ttft_s=res.seconds)
     if phase == "decode":
         ctx = int(context_len) if context_len is not None else prompt_len
         seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
         res = iteration([seq] * batch, "decode" if not draft_tokens else f"verify {draft_tokens}")
-        out.update(_summary(res, batch * seq.new_tokens))
-        out["tpot_s"] = res.seconds
-        out["ops"] = res.ops
-        return out
+        tokens = batch * seq.new_tokens
+        return _single(head, res, _phase(res, tokens), tokens_processed=tokens, tokens_generated=tokens,
+                       tpot_s=res.seconds)
     # generate: prefill + new_tokens decode steps
     pre = iteration([Sequence(prompt_len, past)] * batch, "prefill")
     start = past + prompt_len
@@ -288,11 +294,13 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     dec_energy = 0.0
     dec_flops = 0.0
     dec_bytes = 0.0
+    dec_comps: dict[str, float] = {}
     keys = sorted(sampled)
     for s in range(steps):
         if s in sampled:
             r = sampled[s]
             t, e, f, b = r.seconds, r.energy_j, r.flops, r.dram_bytes
+            cs = r.energy_components_j
         else:
             hi = next(k for k in keys if k > s)
             lo = max(k for k in keys if k < s)
@@ -302,37 +310,46 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             e = a.energy_j + w * (c.energy_j - a.energy_j)
             f = a.flops + w * (c.flops - a.flops)
             b = a.dram_bytes + w * (c.dram_bytes - a.dram_bytes)
+            cs = {k: a.energy_components_j.get(k, 0.0) + w * (c.energy_components_j.get(k, 0.0)
+                                                              - a.energy_components_j.get(k, 0.0))
+                  for k in {*a.energy_components_j, *c.energy_components_j}}
         dec_seconds += t
         dec_energy += e
         dec_flops += f
         dec_bytes += b
+        for k, v in cs.items():
+            dec_comps[k] = dec_comps.get(k, 0.0) + v
     total_s = pre.seconds + dec_seconds
     generated = batch * steps
-    out.update({
-        "seconds": total_s, "ttft_s": pre.seconds, "tpot_s": dec_seconds / steps,
-        "tokens_per_s": generated / total_s if total_s > 0 else 0.0,
-        "decode_tokens_per_s": generated / dec_seconds if dec_seconds > 0 else 0.0,
-        "prefill_tokens_per_s": pre.tokens_per_s,
-        "energy_j": pre.energy_j + dec_energy,
+    energy = pre.energy_j + dec_energy
+    # the prefill's shares and the decode steps' (those of the middle sampled step),
+    # weighted by the time each phase takes
+    mid = _extrapolated_shares(sampled[keys[len(keys) // 2]].ops)
+    shares = {k: (v * pre.seconds + mid[k] * dec_seconds) / total_s if total_s > 0 else 0.0
+              for k, v in _extrapolated_shares(pre.ops).items()}
+    comps = {k: pre.energy_components_j.get(k, 0.0) + dec_comps.get(k, 0.0)
+             for k in {*pre.energy_components_j, *dec_comps}}
+    return LlmRun(
+        **head, seconds=total_s, ttft_s=pre.seconds, tpot_s=dec_seconds / steps,
+        tokens_per_s=generated / total_s if total_s > 0 else 0.0,
+        decode_tokens_per_s=generated / dec_seconds if dec_seconds > 0 else 0.0,
+        prefill_tokens_per_s=pre.tokens_per_s,
+        energy_j=energy,
         # per generated token, as tokens_per_s counts them; the prompt's tokens are in
         # tokens_processed and energy_per_processed_token_j
-        "energy_per_token_j": (pre.energy_j + dec_energy) / generated,
-        "energy_per_processed_token_j": (pre.energy_j + dec_energy) / (batch * (prompt_len + steps)),
-        "tokens_generated": generated, "tokens_processed": batch * (prompt_len + steps),
-        "flops": pre.flops + dec_flops, "dram_bytes": pre.dram_bytes + dec_bytes,
-        "mfu": (pre.flops + dec_flops) / total_s / (pre.peak_flops * chips) if total_s > 0 else 0.0,
-        "mbu": (pre.dram_bytes + dec_bytes) / total_s / (pre.peak_bytes_per_s * chips) if total_s > 0 else 0.0,
-        "new_tokens": steps, "prompt_len": prompt_len, "decode_steps_simulated": len(sampled),
-        # the prefill's shares and the decode steps' (those of the middle sampled step),
-        # weighted by the time each phase takes
-        **{k: (v * pre.seconds + _extrapolated_shares(sampled[keys[len(keys) // 2]].ops)[k] * dec_seconds) / total_s
-           if total_s > 0 else 0.0 for k, v in _extrapolated_shares(pre.ops).items()},
-        "phases": {"prefill": _summary(pre, batch * prompt_len),
-                   "decode_first": _summary(sampled[keys[0]], batch),
-                   "decode_last": _summary(sampled[keys[-1]], batch)},
-        "ops": pre.ops + sampled[keys[-1]].ops,
-    })
-    return out
+        energy_per_token_j=energy / generated,
+        energy_per_processed_token_j=energy / (batch * (prompt_len + steps)),
+        tokens_generated=generated, tokens_processed=batch * (prompt_len + steps),
+        flops=pre.flops + dec_flops, dram_bytes=pre.dram_bytes + dec_bytes,
+        mfu=(pre.flops + dec_flops) / total_s / (pre.peak_flops * chips) if total_s > 0 else 0.0,
+        mbu=(pre.dram_bytes + dec_bytes) / total_s / (pre.peak_bytes_per_s * chips) if total_s > 0 else 0.0,
+        new_tokens=steps, prompt_len=prompt_len, decode_steps_simulated=len(sampled),
+        extrapolated_share=shares["extrapolated_share"],
+        unsteady_extrapolated_share=shares["unsteady_extrapolated_share"],
+        energy_components_j=_ordered(comps, energy),
+        prefill=_phase(pre, batch * prompt_len), decode_first=_phase(sampled[keys[0]], batch),
+        decode_last=_phase(sampled[keys[-1]], batch),
+        ops=pre.ops + sampled[keys[-1]].ops)
 
 
 def _extrapolated_shares(ops: list[dict]) -> dict[str, float]:
@@ -345,12 +362,30 @@ def _extrapolated_shares(ops: list[dict]) -> dict[str, float]:
             "unsteady_extrapolated_share": unsteady / total if total > 0 else 0.0}
 
 
-def _summary(res: IterationResult, tokens: int) -> dict[str, Any]:
-    return {**_extrapolated_shares(res.ops),
-            "seconds": res.seconds, "tokens": tokens, "tokens_per_s": tokens / res.seconds if res.seconds else 0.0,
-            "mfu": res.mfu, "mbu": res.mbu, "energy_j": res.energy_j,
-            "energy_per_token_j": res.energy_j / tokens if tokens else 0.0, "flops": res.flops,
-            "dram_bytes": res.dram_bytes}
+def _phase(res: IterationResult, tokens: int) -> PhaseResult:
+    return PhaseResult(**_extrapolated_shares(res.ops),
+                       seconds=res.seconds, tokens=tokens, tokens_per_s=tokens / res.seconds if res.seconds else 0.0,
+                       mfu=res.mfu, mbu=res.mbu, energy_j=res.energy_j,
+                       energy_per_token_j=res.energy_j / tokens if tokens else 0.0, flops=res.flops,
+                       dram_bytes=res.dram_bytes)
+
+
+def _ordered(comps: dict[str, float], total_j: float) -> dict[str, float]:
+    """Energy components largest first, scaled to sum to the run's energy (they do up to
+    rounding: the kernels' energies are the sums of their breakdowns); empty if none."""
+    s = sum(comps.values())
+    if s <= 0:
+        return {}
+    return {k: v / s * total_j for k, v in sorted(comps.items(), key=lambda kv: -kv[1])}
+
+
+def _single(head: dict, res: IterationResult, ph: PhaseResult, **kw) -> LlmRun:
+    """A run of one iteration (a prefill or a decode step)."""
+    return LlmRun(**head, seconds=ph.seconds, tokens_per_s=ph.tokens_per_s, flops=ph.flops,
+                  dram_bytes=ph.dram_bytes, energy_j=ph.energy_j, energy_per_token_j=ph.energy_per_token_j,
+                  mfu=ph.mfu, mbu=ph.mbu, extrapolated_share=ph.extrapolated_share,
+                  unsteady_extrapolated_share=ph.unsteady_extrapolated_share,
+                  energy_components_j=_ordered(res.energy_components_j, ph.energy_j), ops=res.ops, **kw)
 
 
 # ----------------------------------------------------------------------------- CLI

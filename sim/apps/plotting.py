@@ -160,7 +160,7 @@ def roofline(results: Sequence, chip, path: str | Path, title: str | None = None
     (FLOP per simulated DRAM byte, `dram_intensity`) and achieved FLOP/s; marker area ∝ the op's share of time.
 
     ``results``: :class:`~sim.ir.results.OpResult` objects or the op rows of
-    :func:`sim.apps.inference.run_llm` (dicts with flops, dram_bytes, seconds, kind, repeat).
+    :func:`sim.apps.inference.run_llm` (mappings with flops, dram_bytes, seconds, kind, repeat).
     """
     plt = _plt()
     bw = chip.memory.dram.peak_bytes_per_s
@@ -244,7 +244,8 @@ def breakdown(result: Mapping, path: str | Path, title: str | None = None, top: 
     """Where the time and the energy of an LLM run go: latency by op, energy by op, and
     energy by memory level / component (mac, vector, each memory level, noc).
 
-    ``result``: :func:`sim.apps.inference.run_llm`'s dict; ``components_j``: energy by
+    ``result``: :func:`sim.apps.inference.run_llm`'s :class:`~sim.apps.results.LlmRun` (or its
+    ``to_dict()``, as ``sim run --json`` writes it); ``components_j``: energy by
     component in J (:func:`sim.apps.energy_report.llm_energy_components_j`; read from the result's
     ``energy_components_j`` or its ops' ``energy_breakdown_pj`` when not given).  Ops are
     summed over layers; the ``top`` largest are shown, the rest as "other".

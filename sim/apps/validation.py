@@ -411,7 +411,7 @@ def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
         if phase == "prefill":
             kw["prompt_len"] = case.get("prompt_len")
         res = run_llm(chip, spec, **kw)
-        seconds, ops = res["ttft_s" if phase == "prefill" else "tpot_s"], res["ops"]
+        seconds, ops = (res.ttft_s if phase == "prefill" else res.tpot_s), list(res.ops)
     else:
         if dtype is None:  # pragma: no cover - the parser always sets one
             dtype = default_dtype(chip)

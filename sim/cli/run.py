@@ -68,8 +68,6 @@ def _check_arguments(args) -> None:
 
 
 def run(args) -> int:
-    import pandas as pd
-
     from sim.apps.inference import run_llm
     from sim.model.engine.lower import Options
 
@@ -83,17 +81,19 @@ def run(args) -> int:
                   attention=args.attention, stack=args.stack, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
                   allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False))
     if args.json:
-        print(json.dumps(res, default=_json_default))
+        print(json.dumps(res.to_dict(), default=_json_default))
         return 0
-    print(f"{res['model']} on {res['chip']} ({res['phase']}, batch {res['batch']}, "
-          f"{res['precision']['dtype']}/{res['precision']['weight_dtype']} weights/{res['precision']['kv_dtype']} KV, "
-          f"TP{args.tensor_parallel} PP{args.pipeline_parallel}, {res['attention']} attention, "
-          f"{res['stack']} stack)")
+    p = res.precision
+    print(f"{res.model} on {res.chip} ({res.phase}, batch {res.batch}, "
+          f"{p.dtype}/{p.weight_dtype} weights/{p.kv_dtype} KV, "
+          f"TP{res.parallel.tensor} PP{res.parallel.pipeline}, {res.attention} attention, "
+          f"{res.stack} stack)")
     keys = ["seconds", "ttft_s", "tpot_s", "tokens_per_s", "mfu", "mbu", "energy_j", "energy_per_token_j",
             "kv_cache_bytes", "kv_cache_bytes_per_sequence"]
-    print_kv({k: res[k] for k in keys if k in res})
-    df = pd.DataFrame(res["ops"])
-    keys_ = (["phase"] if res["phase"] == "generate" else []) + ["op", "kind", "bound"]
+    # ttft_s is None for a decode step, tpot_s for a prefill: not shown
+    print_kv({k: v for k in keys if (v := getattr(res, k)) is not None})
+    df = res.dataframe()
+    keys_ = (["phase"] if res.phase == "generate" else []) + ["op", "kind", "bound"]
     top = (df.groupby(keys_, as_index=False)[["total_seconds"]].sum()
            .sort_values("total_seconds", ascending=False).head(args.top))
     top["share"] = top["total_seconds"] / df["total_seconds"].sum()

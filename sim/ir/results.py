@@ -6,6 +6,7 @@ them (a workload), with totals.  Both render as tables in Jupyter (``_repr_html_
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -135,6 +136,10 @@ def _json_default(o):
         return o.tolist()
     if isinstance(o, tuple):
         return list(o)
+    if callable(getattr(o, "to_dict", None)):  # a typed result (sim.apps.results.LlmRun, ...)
+        return o.to_dict()
+    if isinstance(o, Mapping):  # a read-only view (an LlmRun's op rows)
+        return dict(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
@@ -159,21 +164,21 @@ def results_dataframe(results) -> "Any":
     """One row per op: a pandas DataFrame.
 
     ``results`` may be a list of :class:`OpResult` (``repeat`` kept as a column; totals
-    multiply by it), the ``ops`` list of :func:`sim.run_llm`'s result (dicts, one per op,
-    with ``phase``, ``total_seconds``...), a whole ``run_llm`` result (its ``ops``), or one
-    :class:`OpResult`.
+    multiply by it), the ``ops`` list of :func:`sim.run_llm`'s result (mappings, one per op,
+    with ``phase``, ``total_seconds``...), a whole ``run_llm`` result (its ``ops``; any
+    mapping with ``ops``, as :class:`sim.apps.results.LlmRun` is), or one :class:`OpResult`.
     """
     import pandas as pd
 
     if isinstance(results, OpResult):
         results = [results]
-    elif isinstance(results, dict) and "ops" in results:
+    elif isinstance(results, Mapping) and "ops" in results:
         results = results["ops"]
     rows = []
     for r in results:
         if isinstance(r, OpResult):
             rows.append(r.summary())
-        elif isinstance(r, dict):
+        elif isinstance(r, Mapping):
             rows.append({k: _plain(v) for k, v in r.items() if not isinstance(v, dict)})
         else:
             raise TypeError(f"results_dataframe takes OpResults or run_llm's op dicts, got {type(r).__name__}")

@@ -25,6 +25,7 @@ __all__ = ["evaluate_point", "worker_init"]
 
 
 def _f(v: Any) -> float:
+    """A float, NaN for ``None`` (a metric the point's phase or op does not have)."""
     if v is None:
         return float("nan")
     try:
@@ -34,6 +35,7 @@ def _f(v: Any) -> float:
 
 
 def _llm(chip, model, wl: dict) -> dict[str, float]:
+    """A sweep row's metrics, read from the run's typed fields (:class:`~sim.apps.results.LlmRun`)."""
     kw = dict(phase=wl["phase"], batch=wl["batch"], prompt_len=wl["prompt_len"], context_len=wl["context_len"],
               new_tokens=wl["new_tokens"], draft_tokens=wl["draft_tokens"], dtype=wl["dtype"],
               weight_dtype=wl["weight_dtype"], kv_dtype=wl["kv_dtype"], sparsity=wl["sparsity"],
@@ -42,25 +44,25 @@ def _llm(chip, model, wl: dict) -> dict[str, float]:
     options = Options(dataflow=wl["dataflow"], memory=wl["memory"], fidelity=wl.get("fidelity", "high"))
     res = run_llm(chip, model, options=options, allow_overflow=wl["allow_overflow"], **kw)
     comps = llm_energy_components_j(chip, model, res, options=options, **kw)
-    seconds = _f(res.get("seconds"))
-    ops = res.get("ops") or []
+    # every metric is a field of the LlmRun: one it lacks fails here, as an AttributeError,
+    # not as a NaN further down.  Only what a phase does not have is NaN: ttft_s of a decode
+    # step, tpot_s of a prefill, decode_tokens_per_s outside a generation.
+    ops = res.ops
     total = sum(o["total_seconds"] for o in ops)
     # the design question is what this chip's buffers and bandwidth make of the op, so
     # sweeps count the class under the simulated traffic, not the op's textbook class
     mem = sum(o["total_seconds"] for o in ops if o.get("traffic_bound") == "memory")
-    fit = res.get("fit") or {}
     peak = _peak_flops(chip, wl["dtype"])
-    chips = wl["tensor_parallel"] * wl["pipeline_parallel"]
     out = {
-        "seconds": seconds, "ttft_s": _f(res.get("ttft_s")), "tpot_s": _f(res.get("tpot_s")),
-        "tokens_per_s": _f(res.get("tokens_per_s")), "decode_tokens_per_s": _f(res.get("decode_tokens_per_s")),
-        "mfu": _f(res.get("mfu")), "mbu": _f(res.get("mbu")),
-        "tflops": _f(res.get("mfu")) * peak * chips / 1e12, "peak_tflops": peak / 1e12,
-        "dram_bytes": _f(res.get("dram_bytes")),
-        "energy_j": _f(res.get("energy_j")), "energy_per_token_j": _f(res.get("energy_per_token_j")),
+        "seconds": float(res.seconds), "ttft_s": _f(res.ttft_s), "tpot_s": _f(res.tpot_s),
+        "tokens_per_s": float(res.tokens_per_s), "decode_tokens_per_s": _f(res.decode_tokens_per_s),
+        "mfu": float(res.mfu), "mbu": float(res.mbu),
+        "tflops": float(res.mfu) * peak * res.parallel.chips / 1e12, "peak_tflops": peak / 1e12,
+        "flops": float(res.flops), "dram_bytes": float(res.dram_bytes),
+        "energy_j": float(res.energy_j), "energy_per_token_j": float(res.energy_per_token_j),
         "memory_bound_share": mem / total if total > 0 else float("nan"),
-        "kv_cache_bytes": _f(res.get("kv_cache_bytes")), "weight_bytes": _f(fit.get("weight_bytes")),
-        "bytes_per_chip": _f(fit.get("bytes_per_chip")),
+        "kv_cache_bytes": float(res.kv_cache_bytes), "weight_bytes": float(res.fit.weight_bytes),
+        "bytes_per_chip": float(res.fit.bytes_per_chip),
     }
     out.update({k: _f(v) for k, v in design_point_metrics(chip, res, comps).items()})
     return out

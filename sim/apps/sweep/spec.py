@@ -69,6 +69,7 @@ METRICS: dict[str, str] = {
     "tflops": "achieved TFLOP/s",
     "peak_tflops": "peak TFLOP/s of the chip for the workload's dtype",
     "arithmetic_intensity": "FLOP per compulsory DRAM byte (each operand moved once)",
+    "flops": "LLM: FLOPs of the workload (all chips)",
     "dram_bytes": "DRAM bytes moved by the workload",
     "memory_bound_share": "share of the time spent in ops that are memory-bound with the DRAM traffic simulated (0..1)",
     "energy_j": "energy of the workload (J)",
