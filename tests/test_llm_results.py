@@ -125,3 +125,12 @@ def test_generate_sweep_row_has_finite_dram_bytes_flops_energy_per_token():
     row = df.iloc[0]
     for m in ("dram_bytes", "flops", "energy_per_token_j", "ttft_s", "tpot_s", "decode_tokens_per_s"):
         assert math.isfinite(row[m]) and row[m] > 0, (m, row[m])
+
+
+def test_generate_reports_the_prefill_rate_in_prompt_tokens_per_second():
+    """It was 0.0 (the prefill trace carries no new_tokens): the prompt's tokens over the TTFT."""
+    import sim
+
+    res = sim.run_llm("npu_128x128", "tiny", phase="generate", batch=2, prompt_len=64, new_tokens=4)
+    assert res.prefill_tokens_per_s == pytest.approx(2 * 64 / res.ttft_s, rel=1e-9)
+    assert res.prefill_tokens_per_s == pytest.approx(res.prefill.tokens_per_s, rel=1e-9)

@@ -333,7 +333,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         **head, seconds=total_s, ttft_s=pre.seconds, tpot_s=dec_seconds / steps,
         tokens_per_s=generated / total_s if total_s > 0 else 0.0,
         decode_tokens_per_s=generated / dec_seconds if dec_seconds > 0 else 0.0,
-        prefill_tokens_per_s=pre.tokens_per_s,
+        prefill_tokens_per_s=batch * prompt_len / pre.seconds if pre.seconds > 0 else 0.0,  # prompt tokens per s (was 0.0: the trace carries no new_tokens)
         energy_j=energy,
         # per generated token, as tokens_per_s counts them; the prompt's tokens are in
         # tokens_processed and energy_per_processed_token_j

@@ -326,7 +326,8 @@ def breakdown(result: Mapping, path: str | Path, title: str | None = None, top: 
         ax.set_xlim(0, max(v for _, v in items) * scale * 1.2 if items else 1)
         ax.grid(True, axis="x", alpha=0.25)
         tok = result.get("energy_per_token_j")
-        sub = f"\n({tok * 1e3:,.3g} mJ per token)" if tok else ""
+        tu, tsc = _energy_unit(tok) if tok else ("J", 1.0)
+        sub = f"\n({tok * tsc:,.3g} {tu} per generated token)" if tok else ""
         ax.set_title(f"energy by memory level and unit{sub}", fontsize=10)
     else:
         ax.text(0.5, 0.5, "energy by memory level:\nnot in this result\n(pass components_j)", ha="center",
