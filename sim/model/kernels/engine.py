@@ -430,6 +430,546 @@ def _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, set_used, sidx, ways, cap, need
     return free
 
 
+@kernel(_nrt=False, inline='always')
+def _l2_find(l2_tag, key, sets, ways):
+    """Set of tile ``key`` and the entry holding it (-1 when the cache holds no such tile)."""
+    sidx = _l2_set_index(key, sets)
+    hit = -1
+    for w in range(ways):
+        e = sidx * ways + w
+        if l2_tag[e] == key:
+            hit = e
+    return sidx, hit
+
+
+@kernel(_nrt=False, inline='always')
+def _count_operand_bytes(stats, c, op, nb):
+    """Charge ``nb`` loaded bytes to operand ``op`` (0 A, 1 B, 2 partial sums)."""
+    if op == 0:
+        stats[c, S_BYTES_A] += nb
+    elif op == 1:
+        stats[c, S_BYTES_B] += nb
+    else:
+        stats[c, S_BYTES_PSUM_READ] += nb
+
+
+@kernel(_nrt=False, inline='always')
+def _issue_chunk(xq, c, x, row, off, t_issue, is_write, fp, dma, noc_free):
+    """Issue the next DRAM chunk of transfer ``xq[c, x]`` (a load in ``xf`` or a store in the
+    write queue ``wq``, both rows of :data:`_XF_LEN`) from byte ``off`` of its row ``row`` at
+    ``t_issue``; the chunk stays inside one interleave block.  Returns (bytes, completion,
+    noc_free).
+
+    The one difference between the two directions is the NoC latency: a read's data comes
+    back across the network-on-chip after the DRAM has delivered it, so its completion is
+    one NoC traversal (F_NOC_LATENCY_CYCLES) after the DRAM's; a write is posted - it is
+    complete when its last beat is on the DRAM bus (docs/dram_model.md) and nothing comes
+    back that the core waits for - so no latency is added.  Both pay the NoC's and the
+    core port's bandwidth (noc_free, port_free).  Adding the latency to writes too would
+    move every store completion (makespans ending in a store drain, partial-sum reads that
+    hit the cache behind a store), so the two are not equivalent."""
+    ideal, qn, cycle_ns, issue_gap, dram_p, dram_state, slots, slots_meta, port_free, dma_t = dma
+    addr = xq[c, x, 0] + row * xq[c, x, 2] + xq[c, x, 3] + off
+    remaining = xq[c, x, 4] - off
+    if ideal:
+        nb = remaining
+        done = t_issue
+    else:
+        nb = dram_chunk_bytes(dram_p, addr, remaining)
+        nreq = 1
+        t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
+        noc_start = max(noc_free, t_issue)
+        noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
+        pstart = max(port_free[c], t_issue)
+        port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
+        d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, is_write)
+        if is_write == 0:
+            t_mem = d_ns / cycle_ns + fp[F_NOC_LATENCY_CYCLES]  # read: data returns over the NoC
+        else:
+            t_mem = d_ns / cycle_ns  # posted write
+        done = max(t_mem, noc_free, port_free[c])
+        _slots_fill(slots, slots_meta, c, nreq, qn, False, done)
+        dma_t[c] = t_issue + issue_gap
+    return nb, done, noc_free
+
+
+@kernel(_nrt=False, inline='always')
+def _enqueue_store(geo, desc, fp, c, prev, comp_end, wq, wq_ready, wq_tail, stats):
+    """Queue the store of core ``c``'s previous output-tile visit (final results when its
+    reduction is complete, else partial sums), ready when its last step finished."""
+    inst_prev, idx_prev, start_prev, ext_prev, prev_valid, prev_last_k = prev
+    final = idx_prev[c, 2] >= prev_last_k[c]
+    slot = wq_tail[c] % _WQ
+    if final:
+        _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
+                       fp[F_BPE_C], fp[F_BASE_C], 1, wq[c, slot])
+    else:
+        _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
+                       fp[F_BPE_PSUM], fp[F_BASE_PSUM], 1, wq[c, slot])
+    wq_ready[c, slot] = comp_end[c]
+    wq_tail[c] += 1
+    stats[c, S_STORES] += 1
+
+
+@kernel(_nrt=False, inline='always')
+def _setup_loads(geo, desc, fp, c, stages, cur, prev, comp_end, rel_ring, n_versions,
+                 xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done, wq, wq_ready, wq_tail, stats):
+    """Set up the transfers of core ``c``'s current step: the operand tiles that changed
+    since the previous step (each waiting for its buffer slot), and, when the output tile
+    changes, the store of the previous visit and the partial-sum read of this one."""
+    step, inst_cur, idx_cur, start_cur, ext_cur = cur
+    inst_prev, idx_prev, start_prev, ext_prev, prev_valid, prev_last_k = prev
+    inst = inst_cur[c]
+    nx = 0
+    first_step = prev_valid[c] == 0
+    ready = 0.0
+    for op in range(2):
+        if desc[op, D_PRESENT] == 0:
+            continue
+        if first_step or _tile_changed(desc, op, inst, idx_cur[c], inst_prev[c], idx_prev[c]):
+            bpe = fp[F_BPE_A] if op == 0 else fp[F_BPE_B]
+            base = fp[F_BASE_A] if op == 0 else fp[F_BASE_B]
+            _make_transfer(geo, desc, fp, op, inst, start_cur[c], ext_cur[c], bpe, base, 0, xf[c, nx])
+            xf[c, nx, 8] = 0
+            v = n_versions[c, op]
+            if v >= 1:
+                # the version in use until now is released when its last step ends
+                rel_ring[c, op, (v - 1) % _MAX_STAGES] = comp_end[c]
+            if v >= stages:
+                rt = rel_ring[c, op, (v - stages) % _MAX_STAGES]
+                if rt > ready:
+                    ready = rt
+            n_versions[c, op] = v + 1
+            if op == 0:
+                stats[c, S_LOADS_A] += 1
+            else:
+                stats[c, S_LOADS_B] += 1
+            nx += 1
+    # output visit change: enqueue the store of the previous visit, psum read for this one
+    if desc[2, D_PRESENT] == 1:
+        cchanged = first_step or _tile_changed(desc, 2, inst, idx_cur[c], inst_prev[c], idx_prev[c])
+        if cchanged and not first_step:
+            _enqueue_store(geo, desc, fp, c, prev, comp_end, wq, wq_ready, wq_tail, stats)
+        if cchanged and idx_cur[c, 2] > 0:
+            _make_transfer(geo, desc, fp, 2, inst, start_cur[c], ext_cur[c],
+                           fp[F_BPE_PSUM], fp[F_BASE_PSUM], 0, xf[c, nx])
+            xf[c, nx, 7] = 2
+            stats[c, S_PSUM_READS] += 1
+            nx += 1
+    nxf[c] = nx
+    xcur[c] = 0
+    xrow[c] = 0
+    xoff[c] = 0
+    xdone[c] = 0.0
+    xl2e[c] = -1
+    load_ready[c] = ready
+    load_done[c] = 0.0
+
+
+@kernel(_nrt=False, inline='always')
+def _l2_insert_store(wq, c, slot, t_done, l2, l2_clock):
+    """A completed store enters the chip-level cache (so a later partial-sum read can hit);
+    returns the LRU clock."""
+    l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, l2_sets, l2_ways, l2_cap = l2
+    key = wq[c, slot, 6]
+    sidx, hit = _l2_find(l2_tag, key, l2_sets, l2_ways)
+    if hit == -1:
+        hit = _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, sidx, l2_ways,
+                        l2_cap, wq[c, slot, 1] * wq[c, slot, 4])
+    if hit >= 0:
+        l2_tag[hit] = key
+        l2_ready[hit] = t_done
+        l2_clock += 1
+        l2_lru[hit] = l2_clock
+    return l2_clock
+
+
+@kernel(_nrt=False, inline='always')
+def _issue_stores(c, t_now, next_top, fp, dma, wq, wq_ready, wq_head, wrow, woff, wdone, store_end, stats, l2,
+                  noc_free, l2_clock):
+    """Issue core ``c``'s store chunks from the head of its write queue until it runs
+    ahead of the next core or the store completes; returns (noc_free, l2_clock)."""
+    dma_t = dma[9]
+    l2_sets = l2[5]
+    slot = wq_head[c] % _WQ
+    while True:
+        t_issue = max(wq_ready[c, slot], dma_t[c])
+        if t_issue > next_top and t_issue > t_now:
+            break
+        rows = wq[c, slot, 1]
+        seg_len = wq[c, slot, 4]
+        nb, done, noc_free = _issue_chunk(wq, c, slot, wrow[c], woff[c], t_issue, 1, fp, dma, noc_free)
+        stats[c, S_DRAM_WRITE] += nb
+        stats[c, S_BYTES_C_WRITE] += nb
+        if done > wdone[c]:
+            wdone[c] = done
+        woff[c] += nb
+        if woff[c] >= seg_len:
+            woff[c] = 0
+            wrow[c] += 1
+            if wrow[c] >= rows:
+                # store complete
+                if wdone[c] > store_end[c]:
+                    store_end[c] = wdone[c]
+                if l2_sets > 0:
+                    l2_clock = _l2_insert_store(wq, c, slot, wdone[c], l2, l2_clock)
+                wrow[c] = 0
+                wdone[c] = 0.0
+                wq_head[c] += 1
+                break
+    return noc_free, l2_clock
+
+
+# outcomes of a load's chip-level cache lookup
+_L2_MISS = 0    # go to DRAM (an entry may have been claimed for the fill)
+_L2_HIT = 1     # served by the cache
+_L2_WAIT = 2    # the tile's fill is in flight: the core waits for it
+
+
+@kernel(_nrt=False, inline='always')
+def _l2_load_lookup(c, x, t_issue, xf, fp, issue_gap, l2, mc, port_free, dma_t, load_done, blocked, xcur, xl2e,
+                    stats, l2_free, l2_clock, n_blocked):
+    """Chip-level cache lookup at the start of cacheable load ``xf[c, x]``: a hit is served
+    whole (over the L2 bus, or by a cluster partner's multicast), a fill in flight blocks
+    the core (MSHR merging), a miss claims an entry for the fill (uncached if none fits).
+    Returns (outcome, l2_free, l2_clock, n_blocked)."""
+    l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, l2_sets, l2_ways, l2_cap = l2
+    cluster, l2_mc_cluster, l2_mc_time, l2_mc_done = mc
+    key = xf[c, x, 6]
+    op = xf[c, x, 7]
+    sidx, hit = _l2_find(l2_tag, key, l2_sets, l2_ways)
+    tile_bytes = xf[c, x, 1] * xf[c, x, 4]
+    outcome = _L2_MISS
+    if hit >= 0:
+        if l2_ready[hit] < 0.0:
+            blocked[c] = hit + 1  # wait for the fill in flight
+            n_blocked += 1
+            outcome = _L2_WAIT
+        else:
+            l2_clock += 1
+            l2_lru[hit] = l2_clock
+            t0 = max(t_issue + fp[F_L2_LATENCY_CYCLES], l2_ready[hit])
+            my_cluster = c // cluster
+            if (cluster > 1 and l2_mc_cluster[hit] == my_cluster
+                    and abs(t_issue - l2_mc_time[hit]) <= fp[F_MULTICAST_WINDOW]):
+                # a cluster partner's pull of this tile is multicast to this
+                # core too: no second trip over the L2 bus
+                bus_done = l2_mc_done[hit]
+            else:
+                s0 = max(l2_free, t_issue)
+                l2_free = s0 + tile_bytes / fp[F_L2_BYTES_PER_CYCLE]
+                bus_done = l2_free
+                l2_mc_cluster[hit] = my_cluster
+                l2_mc_time[hit] = t_issue
+                l2_mc_done[hit] = bus_done
+            pstart = max(port_free[c], t_issue)
+            port_free[c] = pstart + tile_bytes / fp[F_PORT_BYTES_PER_CYCLE]
+            done = max(t0, bus_done, port_free[c])
+            if done > load_done[c]:
+                load_done[c] = done
+            stats[c, S_L2_HIT] += tile_bytes
+            _count_operand_bytes(stats, c, op, tile_bytes)
+            dma_t[c] = t_issue + issue_gap
+            xcur[c] += 1
+            outcome = _L2_HIT
+    else:
+        # miss: claim room for the tile (never evict a fill in flight)
+        best = _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, sidx, l2_ways, l2_cap, tile_bytes)
+        if best >= 0:
+            l2_tag[best] = key
+            l2_ready[best] = -1.0
+            l2_clock += 1
+            l2_lru[best] = l2_clock
+            xl2e[c] = best
+        else:
+            xl2e[c] = -2  # uncached
+    return outcome, l2_free, l2_clock, n_blocked
+
+
+@kernel(_nrt=False, inline='always')
+def _finish_load(c, t_now, xcur, xrow, xdone, xl2e, load_done, l2_ready, blocked, hk, hc, hsize, n_blocked):
+    """Load transfer of core ``c`` complete: its cache fill (if any) becomes ready and wakes
+    the cores waiting for it.  Returns (n_blocked, hsize)."""
+    if xdone[c] > load_done[c]:
+        load_done[c] = xdone[c]
+    e = xl2e[c]
+    if e >= 0:
+        l2_ready[e] = xdone[c]
+        # wake cores waiting for this fill
+        if n_blocked > 0:
+            for c2 in range(blocked.shape[0]):
+                if blocked[c2] == e + 1:
+                    blocked[c2] = 0
+                    n_blocked -= 1
+                    hsize = _heap_push(hk, hc, hsize, max(xdone[c], t_now), c2)
+    xl2e[c] = -1
+    xrow[c] = 0
+    xdone[c] = 0.0
+    xcur[c] += 1
+    return n_blocked, hsize
+
+
+@kernel(_nrt=False, inline='always')
+def _issue_loads(c, t_now, next_top, desc, fp, dma, xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done,
+                 blocked, stats, l2, mc, hk, hc, hsize, noc_free, l2_free, l2_clock, n_blocked):
+    """Issue core ``c``'s load chunks for its current step until it runs ahead of the next
+    core, waits for a cache fill, or has issued them all.  Returns (all issued, hsize,
+    noc_free, l2_free, l2_clock, n_blocked)."""
+    issue_gap = dma[3]
+    port_free = dma[8]
+    dma_t = dma[9]
+    l2_ready = l2[1]
+    l2_sets = l2[5]
+    while xcur[c] < nxf[c]:
+        x = xcur[c]
+        t_issue = max(load_ready[c], dma_t[c])
+        if t_issue > next_top and t_issue > t_now:
+            break
+        # chip-level cache lookup at the start of a cacheable transfer
+        op = xf[c, x, 7]
+        if xrow[c] == 0 and xoff[c] == 0 and l2_sets > 0 and desc[op, D_CACHEABLE] == 1 and xl2e[c] == -1:
+            outcome, l2_free, l2_clock, n_blocked = _l2_load_lookup(
+                c, x, t_issue, xf, fp, issue_gap, l2, mc, port_free, dma_t, load_done, blocked, xcur, xl2e,
+                stats, l2_free, l2_clock, n_blocked)
+            if outcome == _L2_WAIT:
+                break
+            if outcome == _L2_HIT:
+                continue
+        rows = xf[c, x, 1]
+        seg_len = xf[c, x, 4]
+        nb, done, noc_free = _issue_chunk(xf, c, x, xrow[c], xoff[c], t_issue, 0, fp, dma, noc_free)
+        stats[c, S_DRAM_READ] += nb
+        _count_operand_bytes(stats, c, op, nb)
+        if done > xdone[c]:
+            xdone[c] = done
+        xoff[c] += nb
+        if xoff[c] >= seg_len:
+            xoff[c] = 0
+            xrow[c] += 1
+            if xrow[c] >= rows:
+                n_blocked, hsize = _finish_load(c, t_now, xcur, xrow, xdone, xl2e, load_done, l2_ready, blocked,
+                                                hk, hc, hsize, n_blocked)
+    # the loop is left early only with a transfer still to issue
+    return xcur[c] >= nxf[c], hsize, noc_free, l2_free, l2_clock, n_blocked
+
+
+@kernel(_nrt=False, inline='always')
+def _next_needed_step(geo, ranges, cyclic, tile_of, next_tile, c, s, n, idx, start, ext):
+    """Core ``c``'s first step from ``s`` that is needed (causal masking skips some), its
+    tiles decoded into ``idx``/``start``/``ext``; returns (step, inst), step ``n`` when none
+    is left."""
+    inst = -1
+    if cyclic:
+        s, inst = _next_dealt_step(geo, tile_of, next_tile, c, s, idx, start, ext)
+        if s < 0:
+            s = n
+    else:
+        while s < n:
+            inst = _decode_step(geo, ranges, c, s, idx, start, ext)
+            if geo[G_CAUSAL] == 0 or idx[2] <= _last_needed_k_tile(geo, start[0], ext[0]):
+                break
+            s += 1
+    return s, inst
+
+
+@kernel(_nrt=False, inline='always')
+def _set_current_step(c, s, inst, cur, tmp):
+    step, inst_cur, idx_cur, start_cur, ext_cur = cur
+    idx, start, ext = tmp
+    step[c] = s
+    inst_cur[c] = inst
+    for d in range(3):
+        idx_cur[c, d] = idx[d]
+        start_cur[c, d] = start[d]
+        ext_cur[c, d] = ext[d]
+
+
+@kernel(_nrt=False, inline='always')
+def _compute_step(geo, ctab, c, ext_cur, load_done, load_ready, comp_end, stats, hist):
+    """Run the current step of core ``c`` on its arrays once its loads have arrived and its
+    previous step has finished; returns (edge code, ``ctab`` row)."""
+    ecode = 0
+    if ext_cur[c, 0] < geo[G_MT]:
+        ecode += 4
+    if ext_cur[c, 2] < geo[G_KT]:
+        ecode += 2
+    if ext_cur[c, 1] < geo[G_NT]:
+        ecode += 1
+    row = c if ctab.shape[0] > 1 else 0
+    cyc = ctab[row, ecode]
+    ready_t = max(load_done[c], load_ready[c])
+    cstart = max(comp_end[c], ready_t)
+    if stats[c, S_FIRST_COMPUTE] < 0.0:
+        stats[c, S_FIRST_COMPUTE] = cstart
+    stats[c, S_STALL] += cstart - comp_end[c]
+    comp_end[c] = cstart + cyc
+    stats[c, S_COMPUTE] += cyc
+    stats[c, S_STEPS] += 1
+    hist[c, ecode] += 1
+    return ecode, row
+
+
+@kernel(_nrt=False, inline='always')
+def _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, ecode, row, nsteps, active, tile_of, next_tile,
+                  cur, prev, comp_end, xcur, wq, wq_ready, wq_tail, stats, tmp):
+    """After core ``c`` computed its current step: remember it as the previous one and move
+    to the next needed step (paying the array's tail when an output-tile visit ends), or
+    retire the core's read side, queueing the store of its last visit."""
+    step, inst_cur, idx_cur, start_cur, ext_cur = cur
+    inst_prev, idx_prev, start_prev, ext_prev, prev_valid, prev_last_k = prev
+    tmp_idx, tmp_start, tmp_ext = tmp
+    inst_prev[c] = inst_cur[c]
+    for d in range(3):
+        idx_prev[c, d] = idx_cur[c, d]
+        start_prev[c, d] = start_cur[c, d]
+        ext_prev[c, d] = ext_cur[c, d]
+    prev_valid[c] = 1
+    prev_last_k[c] = _last_needed_k_tile(geo, start_cur[c, 0], ext_cur[c, 0])
+    s, inst = _next_needed_step(geo, ranges, cyclic, tile_of, next_tile, c, step[c] + 1, nsteps[c],
+                                tmp_idx, tmp_start, tmp_ext)
+    # the output-tile visit ends here: pay the array's tail (fill/drain)
+    visit_ends = s >= nsteps[c]
+    if not visit_ends and desc[2, D_PRESENT] == 1:
+        visit_ends = _tile_changed(desc, 2, inst, tmp_idx, inst_cur[c], idx_cur[c])
+    if visit_ends and ctab.shape[1] > 8:
+        tail = ctab[row, 8 + ecode]
+        comp_end[c] += tail
+        stats[c, S_COMPUTE] += tail
+    if s >= nsteps[c]:
+        active[c] = 0
+        # final store of the last visit
+        if desc[2, D_PRESENT] == 1:
+            _enqueue_store(geo, desc, fp, c, prev, comp_end, wq, wq_ready, wq_tail, stats)
+    else:
+        _set_current_step(c, s, inst, cur, tmp)
+        xcur[c] = -1  # re-enter through the heap so the next step's set-up runs
+
+
+@kernel(_nrt=False, inline='always')
+def _reschedule(c, t_now, active, xcur, nxf, load_ready, dma_t, wq_head, wq_tail, wq_ready, hk, hc, hsize):
+    """Put core ``c`` back on the event heap at its next read or write issue time."""
+    nt = 1e300
+    if active[c] == 1:
+        if xcur[c] == -1:
+            nt = min(nt, max(dma_t[c], t_now))
+        elif xcur[c] < nxf[c]:
+            nt = min(nt, max(load_ready[c], dma_t[c]))
+        else:
+            nt = min(nt, max(t_now, dma_t[c]))
+    if wq_head[c] < wq_tail[c]:
+        nt = min(nt, max(wq_ready[c, wq_head[c] % _WQ], dma_t[c]))
+    if nt < 1e300:
+        if nt < t_now:
+            nt = t_now
+        hsize = _heap_push(hk, hc, hsize, nt, c)
+    return hsize
+
+
+@kernel(_nrt=False, inline='always')
+def _start_cores(geo, ranges, cyclic, nsteps, active, xcur, tile_of, next_tile, cur, stats, hk, hc, tmp):
+    """Each core's step count and first needed step; every core with one goes on the
+    event heap at time 0.  Returns the heap size."""
+    step = cur[0]
+    tmp_idx, tmp_start, tmp_ext = tmp
+    P = nsteps.shape[0]
+    for c in range(P):
+        # block mode: the core's whole walk; cyclic mode: only "has a first tile" (> 0) and
+        # the "no tile left" sentinel, since tiles are dealt as cores free up
+        nsteps[c] = core_step_count(geo, ranges, c)
+        stats[c, S_FIRST_COMPUTE] = -1.0
+    hsize = 0
+    for c in range(P):
+        if nsteps[c] == 0:
+            continue
+        active[c] = 1
+        step[c] = -1
+        s, inst = _next_needed_step(geo, ranges, cyclic, tile_of, next_tile, c, 0, nsteps[c],
+                                    tmp_idx, tmp_start, tmp_ext)
+        if s >= nsteps[c]:
+            active[c] = 0
+            continue
+        _set_current_step(c, s, inst, cur, tmp)
+        hsize = _heap_push(hk, hc, hsize, 0.0, c)
+    # xcur == -1: the current step's transfers are not set up yet
+    for c in range(P):
+        xcur[c] = -1
+    return hsize
+
+
+@kernel(_nrt=False, inline='always')
+def _finish_stats(comp_end, store_end, stats, out_time):
+    """Per-core end times into ``stats``; the makespan into ``out_time[0]`` and returned."""
+    makespan = 0.0
+    for c in range(comp_end.shape[0]):
+        stats[c, S_END] = comp_end[c]
+        stats[c, S_STORE_END] = store_end[c]
+        if comp_end[c] > makespan:
+            makespan = comp_end[c]
+        if store_end[c] > makespan:
+            makespan = store_end[c]
+        if stats[c, S_FIRST_COMPUTE] < 0.0:
+            stats[c, S_FIRST_COMPUTE] = 0.0
+    out_time[0] = makespan
+    return makespan
+
+
+@kernel(_nrt=False)
+def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cyclic, cur, prev, tmp, dma, l2, mc,
+                xs, ws, core, hk, hc):
+    """The event loop of :func:`run_tiled` on its state: pop the core with the earliest
+    event, set up its step's loads, issue its store or load chunks (computing a step once
+    its loads are issued), put it back on the heap.  Returns the makespan.
+
+    Compiled without reference counting (it allocates nothing) and with every helper
+    inlined: inlined into a function that counts references, each array argument would
+    cost an incref/decref pair, and called, each call would pass dozens of array fields -
+    both measurably slower than the single loop this replaced."""
+    step, inst_cur, idx_cur, start_cur, ext_cur = cur
+    dma_t = dma[9]
+    xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done = xs
+    wq, wq_ready, wq_head, wq_tail, wrow, woff, wdone, store_end = ws
+    nsteps, active, blocked, comp_end, rel_ring, n_versions, tile_of, next_tile = core
+    noc_free = 0.0
+    l2_free = 0.0
+    l2_clock = 0
+    n_blocked = 0
+    hsize = _start_cores(geo, ranges, cyclic, nsteps, active, xcur, tile_of, next_tile, cur, stats, hk, hc, tmp)
+    while hsize > 0:
+        t_now, c, hsize = _heap_pop(hk, hc, hsize)
+        next_top = (hk[0] + fp[F_QUANTUM_CYCLES]) if hsize > 0 else 1e300
+        if active[c] == 1 and xcur[c] == -1 and blocked[c] == 0:
+            _setup_loads(geo, desc, fp, c, stages, cur, prev, comp_end, rel_ring, n_versions,
+                         xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done, wq, wq_ready, wq_tail, stats)
+        # ---------- choose the read or the write side --------------------------------
+        t_read = 1e300
+        if active[c] == 1 and blocked[c] == 0:
+            t_read = max(load_ready[c], dma_t[c])
+        t_write = 1e300
+        if wq_head[c] < wq_tail[c]:
+            t_write = max(wq_ready[c, wq_head[c] % _WQ], dma_t[c])
+        if wq_tail[c] - wq_head[c] >= _WQ - 1:
+            t_read = 1e300  # write queue full: drain first
+        if t_read == 1e300 and t_write == 1e300:
+            continue
+        if t_write <= t_read:
+            noc_free, l2_clock = _issue_stores(c, t_now, next_top, fp, dma, wq, wq_ready, wq_head, wrow, woff, wdone,
+                                               store_end, stats, l2, noc_free, l2_clock)
+        elif active[c] == 1 and blocked[c] == 0:
+            all_issued, hsize, noc_free, l2_free, l2_clock, n_blocked = _issue_loads(
+                c, t_now, next_top, desc, fp, dma, xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done,
+                blocked, stats, l2, mc, hk, hc, hsize, noc_free, l2_free, l2_clock, n_blocked)
+            if all_issued:
+                # all loads of the current step issued: compute it, move to the next step
+                ecode, row = _compute_step(geo, ctab, c, ext_cur, load_done, load_ready, comp_end, stats, hist)
+                _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, ecode, row, nsteps, active, tile_of, next_tile,
+                              cur, prev, comp_end, xcur, wq, wq_ready, wq_tail, stats, tmp)
+        # ---------- reschedule the core ------------------------------------------------
+        if blocked[c] != 0:
+            continue
+        hsize = _reschedule(c, t_now, active, xcur, nxf, load_ready, dma_t, wq_head, wq_tail, wq_ready, hk, hc, hsize)
+    return _finish_stats(comp_end, store_end, stats, out_time)
+
+
 @kernel
 def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_time):
     """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles.
@@ -438,6 +978,8 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     (m edge, k edge, n edge) tile, index em*4 + ek*2 + en, then (index + 8) the tail that
     step pays when it ends an output-tile visit (an array's fill/drain when k-steps chain).  ``out_time`` [1] receives the
     makespan as well (for symmetry with callers that pass buffers).
+
+    This function allocates the state; :func:`_event_loop` runs the simulation on it.
     """
     P = geo[G_P]
     ideal = geo[G_IDEAL] == 1
@@ -477,7 +1019,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     load_done = np.zeros(P)
     xf = np.zeros((P, 3, _XF_LEN), np.int64)  # up to 3 read transfers per step
     nxf = np.zeros(P, np.int64)
-    xcur = np.zeros(P, np.int64)             # transfer being issued
+    xcur = np.zeros(P, np.int64)             # transfer being issued (-1: the step is not set up)
     xrow = np.zeros(P, np.int64)
     xoff = np.zeros(P, np.int64)
     xdone = np.zeros(P)                      # completion of the transfer being issued
@@ -500,9 +1042,6 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     woff = np.zeros(P, np.int64)
     wdone = np.zeros(P)
     store_end = np.zeros(P)
-    noc_free = 0.0
-    l2_free = 0.0
-    n_blocked = 0
     # chip-level cache
     l2_sets = geo[G_L2_SETS]
     l2_ways = geo[G_L2_WAYS]
@@ -519,412 +1058,27 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     cluster = geo[G_CLUSTER]
     if cluster < 1:
         cluster = 1
-    l2_clock = 0
     # event heap
     hk = np.zeros(P + 1)
     hc = np.zeros(P + 1, np.int64)
-    hsize = 0
-
     tmp_idx = np.zeros(3, np.int64)
     tmp_start = np.zeros(3, np.int64)
     tmp_ext = np.zeros(3, np.int64)
-
     cyclic = geo[G_MODE] == 1
     tile_of = np.full(P, -1, np.int64)       # cyclic mode: the output tile each core works on
     next_tile = np.zeros(1, np.int64)        # cyclic mode: the next tile to deal
-    for c in range(P):
-        # block mode: the core's whole walk; cyclic mode: only "has a first tile" (> 0) and
-        # the "no tile left" sentinel, since tiles are dealt as cores free up
-        nsteps[c] = core_step_count(geo, ranges, c)
-        stats[c, S_FIRST_COMPUTE] = -1.0
 
-    # ---------------------------------------------------------------------------------
-    # helpers are written inline (numba closures over arrays are not cached)
-    # prepare the first needed step of each core
-    for c in range(P):
-        if nsteps[c] == 0:
-            continue
-        active[c] = 1
-        step[c] = -1
-        # find first needed step (advance)
-        s = 0
-        if cyclic:
-            s, inst = _next_dealt_step(geo, tile_of, next_tile, c, 0, tmp_idx, tmp_start, tmp_ext)
-            if s < 0:
-                s = nsteps[c]
-        while s < nsteps[c] and not cyclic:
-            inst = _decode_step(geo, ranges, c, s, tmp_idx, tmp_start, tmp_ext)
-            if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
-                break
-            s += 1
-        if s >= nsteps[c]:
-            active[c] = 0
-            continue
-        step[c] = s
-        inst_cur[c] = inst
-        for d in range(3):
-            idx_cur[c, d] = tmp_idx[d]
-            start_cur[c, d] = tmp_start[d]
-            ext_cur[c, d] = tmp_ext[d]
-        hsize = _heap_push(hk, hc, hsize, 0.0, c)
+    # state groups, to keep calls under 31 arguments (beyond that CPython passes an
+    # argument list, which Numba cannot inline)
+    cur = (step, inst_cur, idx_cur, start_cur, ext_cur)
+    prev = (inst_prev, idx_prev, start_prev, ext_prev, prev_valid, prev_last_k)
+    tmp = (tmp_idx, tmp_start, tmp_ext)
+    dma = (ideal, qn, cycle_ns, issue_gap, dram_p, dram_state, slots, slots_meta, port_free, dma_t)
+    l2 = (l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, l2_sets, l2_ways, l2_cap)
+    mc = (cluster, l2_mc_cluster, l2_mc_time, l2_mc_done)
 
-    # per-core: set up the transfers of the current step (called when a step begins)
-    # implemented as a flag: xcur == -1 means "not set up yet"
-    for c in range(P):
-        xcur[c] = -1
-
-    makespan = 0.0
-    while hsize > 0:
-        t_now, c, hsize = _heap_pop(hk, hc, hsize)
-        next_top = (hk[0] + fp[F_QUANTUM_CYCLES]) if hsize > 0 else 1e300
-
-        # ---------- set up the current step's loads if needed -----------------------
-        if active[c] == 1 and xcur[c] == -1 and blocked[c] == 0:
-            inst = inst_cur[c]
-            nx = 0
-            first_step = prev_valid[c] == 0
-            ready = 0.0
-            for op in range(2):
-                if desc[op, D_PRESENT] == 0:
-                    continue
-                if first_step or _tile_changed(desc, op, inst, idx_cur[c], inst_prev[c], idx_prev[c]):
-                    bpe = fp[F_BPE_A] if op == 0 else fp[F_BPE_B]
-                    base = fp[F_BASE_A] if op == 0 else fp[F_BASE_B]
-                    _make_transfer(geo, desc, fp, op, inst, start_cur[c], ext_cur[c], bpe, base, 0, xf[c, nx])
-                    xf[c, nx, 8] = 0
-                    v = n_versions[c, op]
-                    if v >= 1:
-                        # the version in use until now is released when its last step ends
-                        rel_ring[c, op, (v - 1) % _MAX_STAGES] = comp_end[c]
-                    if v >= stages:
-                        rt = rel_ring[c, op, (v - stages) % _MAX_STAGES]
-                        if rt > ready:
-                            ready = rt
-                    n_versions[c, op] = v + 1
-                    if op == 0:
-                        stats[c, S_LOADS_A] += 1
-                    else:
-                        stats[c, S_LOADS_B] += 1
-                    nx += 1
-            # output visit change: enqueue the store of the previous visit, psum read for this one
-            if desc[2, D_PRESENT] == 1:
-                cchanged = first_step or _tile_changed(desc, 2, inst, idx_cur[c], inst_prev[c], idx_prev[c])
-                if cchanged and not first_step:
-                    # store of the previous visit, ready when its last step finished
-                    final = idx_prev[c, 2] >= prev_last_k[c]
-                    slot = wq_tail[c] % _WQ
-                    if final:
-                        _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
-                                       fp[F_BPE_C], fp[F_BASE_C], 1, wq[c, slot])
-                    else:
-                        _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
-                                       fp[F_BPE_PSUM], fp[F_BASE_PSUM], 1, wq[c, slot])
-                    wq_ready[c, slot] = comp_end[c]
-                    wq_tail[c] += 1
-                    stats[c, S_STORES] += 1
-                if cchanged and idx_cur[c, 2] > 0:
-                    _make_transfer(geo, desc, fp, 2, inst, start_cur[c], ext_cur[c],
-                                   fp[F_BPE_PSUM], fp[F_BASE_PSUM], 0, xf[c, nx])
-                    xf[c, nx, 7] = 2
-                    stats[c, S_PSUM_READS] += 1
-                    nx += 1
-            nxf[c] = nx
-            xcur[c] = 0
-            xrow[c] = 0
-            xoff[c] = 0
-            xdone[c] = 0.0
-            xl2e[c] = -1
-            load_ready[c] = ready
-            load_done[c] = 0.0
-
-        # ---------- choose the read or the write side --------------------------------
-        t_read = 1e300
-        if active[c] == 1 and blocked[c] == 0:
-            t_read = max(load_ready[c], dma_t[c])
-        t_write = 1e300
-        if wq_head[c] < wq_tail[c]:
-            t_write = max(wq_ready[c, wq_head[c] % _WQ], dma_t[c])
-        if wq_tail[c] - wq_head[c] >= _WQ - 1:
-            t_read = 1e300  # write queue full: drain first
-
-        if t_read == 1e300 and t_write == 1e300:
-            continue
-
-        if t_write <= t_read:
-            # ---------------- issue store chunks ------------------------------------
-            slot = wq_head[c] % _WQ
-            while True:
-                t_issue = max(wq_ready[c, slot], dma_t[c])
-                if t_issue > next_top and t_issue > t_now:
-                    break
-                rows = wq[c, slot, 1]
-                seg_len = wq[c, slot, 4]
-                addr = wq[c, slot, 0] + wrow[c] * wq[c, slot, 2] + wq[c, slot, 3] + woff[c]
-                remaining = seg_len - woff[c]
-                if ideal:
-                    nb = remaining
-                    done = t_issue
-                else:
-                    nb = dram_chunk_bytes(dram_p, addr, remaining)
-                    nreq = 1
-                    t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
-                    noc_start = max(noc_free, t_issue)
-                    noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
-                    pstart = max(port_free[c], t_issue)
-                    port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
-                    d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, 1)
-                    done = max(d_ns / cycle_ns, noc_free, port_free[c])
-                    _slots_fill(slots, slots_meta, c, nreq, qn, False, done)
-                    dma_t[c] = t_issue + issue_gap
-                stats[c, S_DRAM_WRITE] += nb
-                stats[c, S_BYTES_C_WRITE] += nb
-                if done > wdone[c]:
-                    wdone[c] = done
-                woff[c] += nb
-                if woff[c] >= seg_len:
-                    woff[c] = 0
-                    wrow[c] += 1
-                    if wrow[c] >= rows:
-                        # store complete; insert into the cache so a later psum read can hit
-                        if wdone[c] > store_end[c]:
-                            store_end[c] = wdone[c]
-                        if l2_sets > 0:
-                            key = wq[c, slot, 6]
-                            sidx = _l2_set_index(key, l2_sets)
-                            hit = -1
-                            for w in range(l2_ways):
-                                e = sidx * l2_ways + w
-                                if l2_tag[e] == key:
-                                    hit = e
-                            if hit == -1:
-                                hit = _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, sidx, l2_ways,
-                                                l2_cap, wq[c, slot, 1] * wq[c, slot, 4])
-                            if hit >= 0:
-                                l2_tag[hit] = key
-                                l2_ready[hit] = wdone[c]
-                                l2_clock += 1
-                                l2_lru[hit] = l2_clock
-                        wrow[c] = 0
-                        wdone[c] = 0.0
-                        wq_head[c] += 1
-                        break
-        else:
-            # ---------------- issue load chunks (or compute when loads are done) ----
-            while active[c] == 1 and blocked[c] == 0:
-                if xcur[c] < nxf[c]:
-                    x = xcur[c]
-                    t_issue = max(load_ready[c], dma_t[c])
-                    if t_issue > next_top and t_issue > t_now:
-                        break
-                    # chip-level cache lookup at the start of a cacheable transfer
-                    op = xf[c, x, 7]
-                    if xrow[c] == 0 and xoff[c] == 0 and l2_sets > 0 and desc[op, D_CACHEABLE] == 1 and xl2e[c] == -1:
-                        key = xf[c, x, 6]
-                        sidx = _l2_set_index(key, l2_sets)
-                        hit = -1
-                        for w in range(l2_ways):
-                            e = sidx * l2_ways + w
-                            if l2_tag[e] == key:
-                                hit = e
-                        tile_bytes = xf[c, x, 1] * xf[c, x, 4]
-                        if hit >= 0:
-                            if l2_ready[hit] < 0.0:
-                                blocked[c] = hit + 1  # wait for the fill in flight
-                                n_blocked += 1
-                                break
-                            l2_clock += 1
-                            l2_lru[hit] = l2_clock
-                            t0 = max(t_issue + fp[F_L2_LATENCY_CYCLES], l2_ready[hit])
-                            my_cluster = c // cluster
-                            if (cluster > 1 and l2_mc_cluster[hit] == my_cluster
-                                    and abs(t_issue - l2_mc_time[hit]) <= fp[F_MULTICAST_WINDOW]):
-                                # a cluster partner's pull of this tile is multicast to this
-                                # core too: no second trip over the L2 bus
-                                bus_done = l2_mc_done[hit]
-                            else:
-                                s0 = max(l2_free, t_issue)
-                                l2_free = s0 + tile_bytes / fp[F_L2_BYTES_PER_CYCLE]
-                                bus_done = l2_free
-                                l2_mc_cluster[hit] = my_cluster
-                                l2_mc_time[hit] = t_issue
-                                l2_mc_done[hit] = bus_done
-                            pstart = max(port_free[c], t_issue)
-                            port_free[c] = pstart + tile_bytes / fp[F_PORT_BYTES_PER_CYCLE]
-                            done = max(t0, bus_done, port_free[c])
-                            if done > load_done[c]:
-                                load_done[c] = done
-                            stats[c, S_L2_HIT] += tile_bytes
-                            if op == 0:
-                                stats[c, S_BYTES_A] += tile_bytes
-                            elif op == 1:
-                                stats[c, S_BYTES_B] += tile_bytes
-                            else:
-                                stats[c, S_BYTES_PSUM_READ] += tile_bytes
-                            dma_t[c] = t_issue + issue_gap
-                            xcur[c] += 1
-                            continue
-                        # miss: claim room for the tile (never evict a fill in flight)
-                        best = _l2_claim(l2_tag, l2_ready, l2_lru, l2_size, l2_set_used, sidx, l2_ways, l2_cap,
-                                         tile_bytes)
-                        if best >= 0:
-                            l2_tag[best] = key
-                            l2_ready[best] = -1.0
-                            l2_clock += 1
-                            l2_lru[best] = l2_clock
-                            xl2e[c] = best
-                        else:
-                            xl2e[c] = -2  # uncached
-                    rows = xf[c, x, 1]
-                    seg_len = xf[c, x, 4]
-                    addr = xf[c, x, 0] + xrow[c] * xf[c, x, 2] + xf[c, x, 3] + xoff[c]
-                    remaining = seg_len - xoff[c]
-                    if ideal:
-                        nb = remaining
-                        done = t_issue
-                    else:
-                        nb = dram_chunk_bytes(dram_p, addr, remaining)
-                        nreq = 1
-                        t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
-                        noc_start = max(noc_free, t_issue)
-                        noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
-                        pstart = max(port_free[c], t_issue)
-                        port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
-                        d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, 0)
-                        done = max(d_ns / cycle_ns + fp[F_NOC_LATENCY_CYCLES], noc_free, port_free[c])
-                        _slots_fill(slots, slots_meta, c, nreq, qn, False, done)
-                        dma_t[c] = t_issue + issue_gap
-                    stats[c, S_DRAM_READ] += nb
-                    if op == 0:
-                        stats[c, S_BYTES_A] += nb
-                    elif op == 1:
-                        stats[c, S_BYTES_B] += nb
-                    else:
-                        stats[c, S_BYTES_PSUM_READ] += nb
-                    if done > xdone[c]:
-                        xdone[c] = done
-                    xoff[c] += nb
-                    if xoff[c] >= seg_len:
-                        xoff[c] = 0
-                        xrow[c] += 1
-                        if xrow[c] >= rows:
-                            # transfer complete
-                            if xdone[c] > load_done[c]:
-                                load_done[c] = xdone[c]
-                            e = xl2e[c]
-                            if e >= 0:
-                                l2_ready[e] = xdone[c]
-                                # wake cores waiting for this fill
-                                if n_blocked > 0:
-                                    for c2 in range(P):
-                                        if blocked[c2] == e + 1:
-                                            blocked[c2] = 0
-                                            n_blocked -= 1
-                                            hsize = _heap_push(hk, hc, hsize, max(xdone[c], t_now), c2)
-                            xl2e[c] = -1
-                            xrow[c] = 0
-                            xdone[c] = 0.0
-                            xcur[c] += 1
-                    continue
-                # ---- all loads of the current step issued: compute it ----------------
-                ecode = 0
-                tiles_m = geo[G_MT]
-                tiles_n = geo[G_NT]
-                tiles_k = geo[G_KT]
-                if ext_cur[c, 0] < tiles_m:
-                    ecode += 4
-                if ext_cur[c, 2] < tiles_k:
-                    ecode += 2
-                if ext_cur[c, 1] < tiles_n:
-                    ecode += 1
-                row = c if ctab.shape[0] > 1 else 0
-                cyc = ctab[row, ecode]
-                ready_t = max(load_done[c], load_ready[c])
-                cstart = max(comp_end[c], ready_t)
-                if stats[c, S_FIRST_COMPUTE] < 0.0:
-                    stats[c, S_FIRST_COMPUTE] = cstart
-                stats[c, S_STALL] += cstart - comp_end[c]
-                comp_end[c] = cstart + cyc
-                stats[c, S_COMPUTE] += cyc
-                stats[c, S_STEPS] += 1
-                hist[c, ecode] += 1
-                # remember this step as "previous"
-                inst_prev[c] = inst_cur[c]
-                for d in range(3):
-                    idx_prev[c, d] = idx_cur[c, d]
-                    start_prev[c, d] = start_cur[c, d]
-                    ext_prev[c, d] = ext_cur[c, d]
-                prev_valid[c] = 1
-                prev_last_k[c] = _last_needed_k_tile(geo, start_cur[c, 0], ext_cur[c, 0])
-                # advance to the next needed step
-                s = step[c] + 1
-                if cyclic:
-                    s, inst = _next_dealt_step(geo, tile_of, next_tile, c, s, tmp_idx, tmp_start, tmp_ext)
-                    if s < 0:
-                        s = nsteps[c]
-                while s < nsteps[c] and not cyclic:
-                    inst = _decode_step(geo, ranges, c, s, tmp_idx, tmp_start, tmp_ext)
-                    if geo[G_CAUSAL] == 0 or tmp_idx[2] <= _last_needed_k_tile(geo, tmp_start[0], tmp_ext[0]):
-                        break
-                    s += 1
-                # the output-tile visit ends here: pay the array's tail (fill/drain)
-                visit_ends = s >= nsteps[c]
-                if not visit_ends and desc[2, D_PRESENT] == 1:
-                    visit_ends = _tile_changed(desc, 2, inst, tmp_idx, inst_cur[c], idx_cur[c])
-                if visit_ends and ctab.shape[1] > 8:
-                    tail = ctab[row, 8 + ecode]
-                    comp_end[c] += tail
-                    stats[c, S_COMPUTE] += tail
-                if s >= nsteps[c]:
-                    active[c] = 0
-                    # final store of the last visit
-                    if desc[2, D_PRESENT] == 1:
-                        slot = wq_tail[c] % _WQ
-                        final = idx_prev[c, 2] >= prev_last_k[c]
-                        if final:
-                            _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
-                                           fp[F_BPE_C], fp[F_BASE_C], 1, wq[c, slot])
-                        else:
-                            _make_transfer(geo, desc, fp, 2, inst_prev[c], start_prev[c], ext_prev[c],
-                                           fp[F_BPE_PSUM], fp[F_BASE_PSUM], 1, wq[c, slot])
-                        wq_ready[c, slot] = comp_end[c]
-                        wq_tail[c] += 1
-                        stats[c, S_STORES] += 1
-                    break
-                step[c] = s
-                inst_cur[c] = inst
-                for d in range(3):
-                    idx_cur[c, d] = tmp_idx[d]
-                    start_cur[c, d] = tmp_start[d]
-                    ext_cur[c, d] = tmp_ext[d]
-                xcur[c] = -1
-                break  # re-enter through the heap so the next step's set-up runs
-
-        # ---------- reschedule the core ------------------------------------------------
-        if blocked[c] != 0:
-            continue
-        nt = 1e300
-        if active[c] == 1:
-            if xcur[c] == -1:
-                nt = min(nt, max(dma_t[c], t_now))
-            elif xcur[c] < nxf[c]:
-                nt = min(nt, max(load_ready[c], dma_t[c]))
-            else:
-                nt = min(nt, max(t_now, dma_t[c]))
-        if wq_head[c] < wq_tail[c]:
-            nt = min(nt, max(wq_ready[c, wq_head[c] % _WQ], dma_t[c]))
-        if nt < 1e300:
-            if nt < t_now:
-                nt = t_now
-            hsize = _heap_push(hk, hc, hsize, nt, c)
-
-    for c in range(P):
-        stats[c, S_END] = comp_end[c]
-        stats[c, S_STORE_END] = store_end[c]
-        if comp_end[c] > makespan:
-            makespan = comp_end[c]
-        if store_end[c] > makespan:
-            makespan = store_end[c]
-        if stats[c, S_FIRST_COMPUTE] < 0.0:
-            stats[c, S_FIRST_COMPUTE] = 0.0
-    out_time[0] = makespan
-    return makespan
+    xs = (xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done)
+    ws = (wq, wq_ready, wq_head, wq_tail, wrow, woff, wdone, store_end)
+    core = (nsteps, active, blocked, comp_end, rel_ring, n_versions, tile_of, next_tile)
+    return _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cyclic, cur, prev, tmp, dma,
+                       l2, mc, xs, ws, core, hk, hc)
