@@ -8,11 +8,11 @@ under cProfile; every function's own time (cProfile's tottime) is charged to the
 of the simulator its file belongs to:
 
 * ``trace``    - sim/model/workload (the model's op list)
-* ``lowering`` - sim/model/engine/lower.py (tile problem and the kernel's arrays)
+* ``lowering`` - sim/model/engine/lower.py, arrays.py, sim/ir/lowered.py (tile problem and the kernel's arrays)
 * ``mapper``   - sim/model/mapper and sim/model/dataflow (candidate search, fold reports)
 * ``engine``   - the compiled event loop ``run_tiled``, DRAM model included (it is
   compiled into the loop, so a profiler cannot tell the two apart)
-* ``assembly`` - sim/model/engine/run.py, sim/ir/results.py, sim/model/cost/energy.py (extrapolation,
+* ``assembly`` - sim/model/engine/{run,assemble,extrapolate,kernel_run}.py, sim/ir/results.py, sim/model/cost/energy.py (extrapolation,
   results, energy)
 * ``python``   - everything else (numpy, pydantic, the interpreter)
 
@@ -57,15 +57,17 @@ QUICK = ("gemm_2048x4096x4096_npu", "llama3-8b_prefill_2k_npu", "llama3-8b_decod
 
 def _part(filename: str, funcname: str) -> str:
     f = filename.replace(os.sep, "/")
-    if funcname == "run_tiled" or "/sim/kernels/" in f:
+    if funcname == "run_tiled" or "/sim/model/kernels/" in f:
         return "engine"
-    if "/sim/workload/" in f:
+    if "/sim/model/workload/" in f or f.endswith("/sim/model/stacks.py"):
         return "trace"
-    if f.endswith("/sim/engine/lower.py"):
+    if f.endswith(("/sim/model/engine/lower.py", "/sim/model/engine/arrays.py", "/sim/ir/lowered.py")):
         return "lowering"
-    if "/sim/mapper/" in f or "/sim/dataflow/" in f:
+    if "/sim/model/mapper/" in f or "/sim/model/dataflow/" in f:
         return "mapper"
-    if f.endswith(("/sim/engine/run.py", "/sim/results.py", "/sim/energy.py", "/sim/inference.py")):
+    if f.endswith(("/sim/model/engine/run.py", "/sim/model/engine/assemble.py", "/sim/model/engine/extrapolate.py",
+                   "/sim/model/engine/kernel_run.py", "/sim/ir/results.py", "/sim/model/cost/energy.py",
+                   "/sim/apps/inference.py", "/sim/apps/results.py")):
         return "assembly"
     return "python"
 

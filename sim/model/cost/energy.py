@@ -249,7 +249,7 @@ def chip_area_mm2(chip) -> dict:
 # --------------------------------------------------------------------------- reports
 #
 # Energy and area reported per op, per token and per design point.  These functions take
-# results (plain dicts from :func:`sim.apps.inference.run_llm`, :class:`~sim.ir.results.OpResult`)
+# results (mappings such as :func:`sim.apps.inference.run_llm`'s LlmRun, :class:`~sim.ir.results.OpResult`)
 # and the chip; the only simulation they trigger is re-reading memoised op results.
 
 #: components of an op's energy other than memory levels

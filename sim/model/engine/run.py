@@ -36,8 +36,6 @@ from sim.spec.dtypes import get_format
 
 #: candidate mappings whose estimate is within this factor of the best are simulated
 REFINE_WITHIN = 1.25
-#: candidates simulated for problems large enough to need extrapolation
-REFINE_LARGE = 2
 _MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
 _MEMO_MAX = 4096
 

@@ -280,7 +280,7 @@ class Precision:
 @dataclass(frozen=True)
 class Parallelism:
     """Tensor (Megatron) and pipeline parallel degrees, and the algorithm of the tensor-
-    parallel collectives ("ring" or "tree", see :func:`sim.model.engine.run.collective_seconds`)."""
+    parallel collectives ("ring" or "tree", see :func:`sim.model.engine.collectives.collective_seconds`)."""
 
     tensor: int = 1
     pipeline: int = 1
