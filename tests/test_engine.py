@@ -304,3 +304,16 @@ def test_sparse_weights_move_their_bytes():
     assert sparse_2_4_bytes("int8", 4096 * 4096) == 4096 * 4096 // 2 + 4096 * 4096 // 8
     assert sparse.dram_bytes < 0.7 * dense.dram_bytes
     assert sparse.cycles < dense.cycles
+
+
+def test_a_two_kernel_result_does_not_depend_on_the_hash_seed():
+    """A split-K GEMM is two kernels merged; its energy breakdown's keys came from a set union,
+    so JSON output changed with PYTHONHASHSEED."""
+    import subprocess
+    import sys
+
+    code = ("import sim, json; r = sim.simulate_gemm('h200_sxm', m=16, k=8192, n=1024, dtype='bf16', "
+            "sparsity='2:4'); print(json.dumps(list(r.energy_breakdown_pj)))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(outs) == 1, outs

@@ -194,7 +194,7 @@ def merge_results(a: OpResult, b: OpResult) -> OpResult:
     seconds = a.seconds + b.seconds
     cycles = a.cycles + b.cycles
     energy = {k: a.energy_breakdown_pj.get(k, 0.0) + b.energy_breakdown_pj.get(k, 0.0)
-              for k in set(a.energy_breakdown_pj) | set(b.energy_breakdown_pj)}
+              for k in dict.fromkeys([*a.energy_breakdown_pj, *b.energy_breakdown_pj])}  # ordered: no hash-seed dependence
     dram = a.dram_bytes + b.dram_bytes
     details = dict(a.details, second_kernel=b.to_dict())
     terms = [sum(r.details.get(key, 0.0) for r in (a, b)) for key in ("compute_bound_cycles", "memory_bound_cycles")]
