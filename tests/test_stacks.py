@@ -134,3 +134,63 @@ def test_sim_run_takes_a_stack(capsys):
     assert out["stack"] == "fused_serving"
     assert main(["run", "h200_sxm", "tiny", "--phase", "decode", "--context-len", "64", "--stack", "nope"]) == 2
     assert "fused_serving" in capsys.readouterr().err
+
+
+# Kernels per decoder layer that validation/gpu/measure_models.py's Step.forward launches in
+# eager PyTorch, counted off its code (GEMM calls one each; the libraries' own extra kernels -
+# cuBLAS's split-K reduction, cuDNN's split-KV combine - are the engine's, not the profile's):
+#   llama (rms_norm, F.linear qkv, RoPE, cache copies, SDPA, o_proj, residual, rms_norm,
+#   gate_up, F.silu, * u, down, residual):
+#     1 + 1 + 10 (per q and k: x*cos, -x[..., h:], torch.cat, rotate_half(x)*sin, +)
+#     + 2 (kc[..].copy_(kg), vc[..].copy_(vg)) + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 = 23
+#   prefill: + cuDNN's memset before its flash kernel = 24
+#   mixed (one prefill group and one decode group): the copies and SDPA per group (+2, +1),
+#     torch.cat of the two outputs (+1), the prefill group's memset (+1) = 28
+#   fp8 W8A8: x.to(float8_e4m3fn) before each of the 4 weight GEMMs = 27
+#   int8 weight-only: torch._weight_int8pack_mm's A.to(float), scales.to(float), C.to(bf16)
+#     around each of the 4 GEMMs = 35
+#   falcon (layer_norm, qkv, RoPE 10, copies 2, SDPA, o, up, F.gelu, down, mlp += a, mlp + x) = 21
+#   mixtral decode, one token, top-2 (two experts of one token each): attention half 17
+#     (rms, qkv, 10, 2, SDPA, o, residual), rms 1, router 1, softmax(dtype=float32) 2 (cast,
+#     softmax), topk 2 (gatherTopK, its sort), w.sum 1, w / sum 1, .to(bf16) 1, zeros_like 1,
+#     per expert 8 (index_select, gate_up, F.silu, * u, down, w[tok, slot], y * w, index_add_)
+#     x 2, residual 1 = 44
+HARNESS_LAYER_KERNELS = [
+    ("llama3-8b", [(1, 1, 512)] * 8, "bf16", None, 23),
+    ("llama3-8b", [(1, 128, 0)], "bf16", None, 24),
+    ("llama3-8b", [(1, 512, 0)] + [(1, 1, 1024)] * 8, "bf16", None, 28),
+    ("llama3-8b", [(1, 1, 1024)], "fp8", "fp8", 27),
+    ("llama3-8b", [(1, 1, 1024)], "bf16", "int8", 35),
+    ("falcon-7b", [(1, 1, 512)] * 4, "bf16", None, 21),
+    ("mixtral-8x7b", [(1, 1, 512)], "bf16", None, 44),
+]
+
+
+@pytest.mark.parametrize("model,groups,dtype,wdt,expected", HARNESS_LAYER_KERNELS)
+def test_eager_pytorch_layer_launches_the_harness_models_kernels(model, groups, dtype, wdt, expected):
+    from sim.model.workload.llm import Precision
+    from sim.model.workload.models import load_model_spec
+    seqs = tuple(Sequence(n, p) for _, n, p in groups)
+    trace = build_iteration(load_model_spec(model), Iteration(seqs),
+                            precision=Precision(dtype=dtype, weight_dtype=wdt or dtype))
+    ks = lower_trace(trace, load_stack("eager_pytorch"))
+    first = next(k.layer for k in ks if k.layer is not None)
+    layer = [k for k in ks if k.layer == first]
+    assert sum(k.op.count if isinstance(k.op, Gemm) else 1 for k in layer) == expected
+    # outside the layers: the embedding gather, the final norm, x.index_select(0, last), the LM head
+    assert [k.op.name for k in ks if k.layer is None] == ["embed_tokens", "final_norm", "lm_head.gather", "lm_head"]
+
+
+def test_eager_rope_is_rotate_half_for_q_and_k():
+    # q = q * cos + rotate_half(q) * sin, then k: per tensor of n elements (bf16) and a table
+    # of T x d: mul (n + table read, n written), neg (n/2, n/2), cat (n, n), mul, add (2n, n)
+    T, H, KV, d = 4, 8, 2, 64
+    el = T * (H + KV) * d
+    rope = VectorOp("attn.rope", "rope", el, 3.0, 2 * el + 2 * T * d, 2 * el)
+    kv = VectorOp("attn.kv_append", "kv_append", 2 * T * KV * d, 0.0, 4 * T * KV * d, 4 * T * KV * d)
+    stack = load_stack("eager_pytorch")
+    ks = [k for k, _ in kernels(rope, stack, {"eb": 2, "kv_rows": kv.elements // 2})]
+    assert [k.op for k in ks] == ["bcast_mul", "neg", "cat", "bcast_mul", "add"] * 2
+    for n, part in ((T * H * d, ks[:5]), (T * KV * d, ks[5:])):
+        assert [k.read_bytes for k in part] == [2 * (n + T * d), n, 2 * n, 2 * (n + T * d), 4 * n]
+        assert [k.write_bytes for k in part] == [2 * n, n, 2 * n, 2 * n, 2 * n]

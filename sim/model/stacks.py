@@ -7,9 +7,13 @@ users run.  What differs between stacks is data, a profile in ``stacks/*.yaml``
 (:class:`~sim.spec.stack_spec.StackSpec`):
 
 * ``ideal``         - every op one kernel on the chip's default array (the trace as built);
-* ``eager_pytorch`` - what eager PyTorch (also under CUDA-graph capture) launches on a GPU:
-  RoPE, SiLU and the multiply as separate kernels, K and V cache writes as two copies, the
-  attention output made contiguous, cuDNN's attention kernels, cuBLAS/CUTLASS paths;
+* ``eager_pytorch`` - what eager PyTorch (also under CUDA-graph capture) launches on a GPU for
+  the model code of validation/gpu/measure_models.py: Hugging Face-style RoPE as its
+  elementwise kernels (mul, neg, cat, mul, add for q and for k), SiLU and the multiply apart,
+  K and V cache writes as two copies per attention call, the groups' attention outputs
+  concatenated, the eager MoE loop's per-expert gathers / scales / index_adds, the weight-only
+  int8 path's casts, the LM head's row gather, cuDNN's attention kernels, cuBLAS/CUTLASS paths
+  (the kernel lists are data: ``unfused:`` and friends in the profile);
 * ``fused_serving`` - a fused serving stack: RoPE fused with the KV-cache write, residual
   add fused with the next norm, fused SiLU·mul, flash-decoding attention.
 
@@ -20,7 +24,10 @@ adds to it).
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
@@ -30,7 +37,7 @@ from sim.errors import ConfigError, ConfigProblem, MappingError, UnknownNameErro
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.spec.dtypes import get_format
 from sim.spec.loader import load_model
-from sim.spec.stack_spec import StackSpec
+from sim.spec.stack_spec import StackSpec, StepKernel
 
 __all__ = ["DEFAULT_STACK", "Kernel", "StackSpec", "chip_stack", "kernels", "list_stacks", "load_stack",
            "lower_trace"]
@@ -116,7 +123,73 @@ def _elem_bytes(dtype: str | None) -> int:
     return max(1, get_format(dtype or "bf16").bits // 8)
 
 
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv}
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(expr: str):
+    return ast.parse(expr, mode="eval").body
+
+
+def _eval(expr, env: dict, where: str) -> float:
+    """A profile's byte / element expression: a number, or + - * / // ( ) max min over ``env``."""
+    if not isinstance(expr, str):
+        return float(expr)
+
+    def ev(node) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise MappingError(f"stack kernel {where}: {expr!r} names {node.id!r}, which this op does not "
+                                   f"give (it gives: {', '.join(sorted(env))})")
+            return float(env[node.id])
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") \
+                and node.args and not node.keywords:
+            return (max if node.func.id == "max" else min)(ev(a) for a in node.args)
+        raise MappingError(f"stack kernel {where}: {expr!r} is not arithmetic over names")
+
+    return ev(_parse(expr))
+
+
+def _step_kernels(prefix: str, steps: tuple[StepKernel, ...], env: dict) -> list[VectorOp]:
+    """The memory-bound kernels a profile lists for one unit of an op, sized from ``env``."""
+    out = []
+    eb = env.get("eb", 2)
+    for k in steps:
+        where = f"{prefix}.{k.name}"
+        read = max(0, int(round(_eval(k.read, env, where))))
+        write = max(0, int(round(_eval(k.write, env, where))))
+        el = _eval(k.elements, env, where) if k.elements is not None else write / eb
+        row = int(round(_eval(k.row, env, where))) if k.row is not None else 0
+        out.append(VectorOp(where, k.op, max(1, int(round(el))), k.ops_per_element, read, write,
+                            row_elements=max(0, row)))
+    return out
+
+
 def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
+    g = s.gemm
+    wo = g.weight_only.get(op.weight_dtype) if op.weight_dtype else None
+    if wo is not None and op.dtype in ("bf16", "fp16"):
+        # a weight-only path's own conversions around its GEMM kernel, per GEMM it runs
+        env = {"m": op.m, "k": op.k, "n": op.n, "eb": _elem_bytes(op.dtype)}
+        main = _gemm_main(op, s)
+        out: list[tuple[object, dict]] = []
+        for _ in range(op.count):
+            out += [(k, {}) for k in _step_kernels(op.name, wo.before, env)]
+        out += main
+        for _ in range(op.count):
+            out += [(k, {}) for k in _step_kernels(op.name, wo.after, env)]
+        return out
+    return _gemm_main(op, s)
+
+
+def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
     g = s.gemm
     if op.sparsity == "2:4" and g.sparse_2_4 is not None and op.dtype in ("bf16", "fp16"):
         # the sparse library pads the input's rows: a fill of the padded buffer and a
@@ -159,7 +232,32 @@ def _output_copy(op: Attention, s: StackSpec) -> list[tuple[object, dict]]:
     return [(Copy(f"{op.name}.transpose", op.batch * op.q_len * op.heads * op.head_dim * _elem_bytes(op.dtype)), {})]
 
 
-def _vector_kernels(op: VectorOp, s: StackSpec) -> list[tuple[object, dict]]:
+def _unfused_kernels(op: VectorOp, rule, ctx: dict) -> list[tuple[object, dict]]:
+    """An op the profile runs as several kernels (``unfused:``): its kernels per unit - once,
+    for q and for k (RoPE), or per active expert - sized by the op and its layer (``ctx``)."""
+    eb = ctx.get("eb") or (op.write_bytes / op.elements if op.op == "rope" else 2)
+    env = {k: v for k, v in ctx.items() if v is not None}
+    env["eb"] = eb
+    if rule.per == "tensor":
+        kv = ctx.get("kv_rows")   # elements of k (the kv_append's half), when the layer has one
+        units = [("q", op.elements - kv), ("k", kv)] if kv and 0 < kv < op.elements else [("x", op.elements)]
+        env["table"] = max(0.0, (op.read_bytes - op.write_bytes) / eb)
+    elif rule.per == "expert":
+        x = int(ctx.get("X") or 1)
+        units = [(f"e{i}", op.elements / x) for i in range(x)]
+    else:
+        units = [("", op.elements)]
+    out: list[tuple[object, dict]] = []
+    for tag, n in units:
+        out += [(k, {}) for k in _step_kernels(f"{op.name}.{tag}" if tag else op.name, rule.kernels,
+                                               dict(env, n=n))]
+    return out
+
+
+def _vector_kernels(op: VectorOp, s: StackSpec, ctx: dict | None = None) -> list[tuple[object, dict]]:
+    rule = s.unfused.get(op.name) or s.unfused.get(op.op)
+    if rule is not None:
+        return _unfused_kernels(op, rule, ctx or {})
     if op.op == "kv_append" and s.kv_append == "split":
         half = VectorOp(f"{op.name}.half", op.op, op.elements // 2, op.ops_per_element, op.read_bytes // 2,
                         op.write_bytes // 2)
@@ -175,21 +273,52 @@ def _vector_kernels(op: VectorOp, s: StackSpec) -> list[tuple[object, dict]]:
     return [(op, {})]
 
 
-def kernels(op, stack: StackSpec) -> list[tuple[object, dict]]:
+def _with_stream(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
+    out = []
+    for kop, lib in pairs:
+        rule = stack.stream_rule(kop.op, kop.row_elements) if isinstance(kop, VectorOp) else None
+        out.append((kop, dict(lib, stream=rule) if rule is not None else lib))
+    return out
+
+
+def kernels(op, stack: StackSpec, ctx: dict | None = None) -> list[tuple[object, dict]]:
     """The kernels ``stack`` launches for one model op called on its own:
     ``[(op, {array, tiles, split_k}), ...]`` (:func:`lower_trace` adds what a layer adds
-    between ops: fusions and the attention output copy)."""
+    between ops: fusions, the attention output copy / concatenation, the LM head's gather).
+    ``ctx``: sizes of the op's layer an unfused op's kernels need (:func:`_layer_context`)."""
     if isinstance(op, Gemm):
-        return _gemm_kernels(op, stack)
+        return _with_stream(_gemm_kernels(op, stack), stack)
     if isinstance(op, Attention) and op.fused:
         return _attention_kernels(op, stack)
     if isinstance(op, VectorOp):
-        out = []
-        for kop, lib in _vector_kernels(op, stack):
-            rule = stack.stream_rule(kop.op, kop.row_elements)
-            out.append((kop, dict(lib, stream=rule) if rule is not None else lib))
-        return out
+        return _with_stream(_vector_kernels(op, stack, ctx), stack)
     return [(op, {})]
+
+
+def _layer_context(ops: list) -> dict:
+    """Sizes of one layer (one run of trace ops) that an unfused op's kernels are written in:
+    eb (activation element bytes), h, the k rows of RoPE (kv_rows), and for MoE T, E, k, X, A, F."""
+    ctx: dict = {}
+    x = 0
+    for op in ops:
+        if isinstance(op, VectorOp) and op.op in ("rmsnorm", "layernorm") and "eb" not in ctx and op.elements:
+            ctx["eb"] = op.write_bytes / op.elements
+            ctx["h"] = op.row_elements
+        elif isinstance(op, VectorOp) and op.op == "kv_append":
+            ctx["kv_rows"] = op.elements // 2
+        elif isinstance(op, Gemm) and op.name == "moe.router":
+            ctx.update(T=op.m, h=op.k, E=op.n)
+        elif isinstance(op, Gemm) and op.name in ("moe.gate_up", "moe.up"):
+            x += op.count
+            ctx["F"] = op.n // 2 if op.name == "moe.gate_up" else op.n
+    if x:
+        ctx["X"] = x
+    for op in ops:
+        if isinstance(op, VectorOp) and op.op == "moe_dispatch" and ctx.get("h"):
+            ctx["A"] = op.elements / ctx["h"]
+            if ctx.get("T"):
+                ctx["k"] = ctx["A"] / ctx["T"]
+    return ctx
 
 
 # ----------------------------------------------------------------------------- fusions
@@ -248,6 +377,18 @@ def _fuse(run: list, s: StackSpec) -> list:
     return out_ops
 
 
+def _per_group(op: VectorOp, atts: list) -> list[VectorOp]:
+    """``op`` (a layer's cache write) split over its attention calls by their new tokens."""
+    tok = [a.batch * a.q_len for a in atts]
+    total = sum(tok)
+    out = []
+    for i, t in enumerate(tok):
+        f = t / total
+        out.append(VectorOp(f"{op.name}.g{i}", op.op, max(1, round(op.elements * f)), op.ops_per_element,
+                            round(op.read_bytes * f), round(op.write_bytes * f), row_elements=op.row_elements))
+    return out
+
+
 def lower_trace(trace: Iterable, stack: StackSpec) -> list[Kernel]:
     """Every kernel ``stack`` launches for a trace (:class:`~sim.model.workload.llm.TraceOp` items),
     in order, each with its trace position and repeat count.  Dequantisation ops are
@@ -261,11 +402,38 @@ def lower_trace(trace: Iterable, stack: StackSpec) -> list[Kernel]:
         else:
             runs.append([t])
     out: list[Kernel] = []
+    eb = 2
+    gathered = False
     for run in runs:
         fused = _fuse(run, stack) if (stack.fuse_residual_norm or stack.fuse_rope_kv_append) else \
             [(t.op, t) for t in run]
+        ctx = _layer_context([t.op for t in run]) if stack.unfused else {}
+        eb = ctx.get("eb", eb) if ctx else next((o.write_bytes / o.elements for o in (t.op for t in run)
+                                                 if _is_norm(o) and o.elements), eb)
+        atts = [op for op, _ in fused if isinstance(op, Attention) and op.fused]
         for op, t in fused:
-            for kop, lib in kernels(op, stack) + _output_copy(op, stack):
+            pairs = []
+            if stack.lm_head_gather and not gathered and t.block == "lm_head" and t.layer is None \
+                    and not _is_norm(op):
+                # x.index_select(0, last): the LM head's rows gathered from every new position
+                gathered = True
+                head = next((u.op for u in items if u.block == "lm_head" and isinstance(u.op, Gemm)), None)
+                if head is not None:
+                    el = head.m * head.k
+                    pairs.append((VectorOp("lm_head.gather", "gather", el, 0.0, int(el * eb) + 8 * head.m,
+                                           int(el * eb)), {}))
+            if stack.kv_append_per_group and len(atts) > 1 and isinstance(op, VectorOp) and op.op == "kv_append":
+                # one cache write (or pair) per attention call: each group's share of the tokens
+                pairs += [kp for part in _per_group(op, atts) for kp in kernels(part, stack, ctx)]
+            else:
+                pairs += kernels(op, stack, ctx)
+            pairs += _output_copy(op, stack)
+            if stack.attention.output_concat and len(atts) > 1 and op is atts[-1]:
+                # torch.cat of the groups' attention outputs before the output projection
+                el = sum(a.batch * a.q_len * a.heads * a.head_dim for a in atts)
+                b = el * _elem_bytes(op.dtype)
+                pairs.append((VectorOp("attn.concat", "cat", el, 0.0, b, b), {}))
+            for kop, lib in _with_stream(pairs, stack):
                 out.append(Kernel(kop, array=lib.get("array"), tiles=lib.get("tiles"), split_k=lib.get("split_k"),
                                   stream=lib.get("stream"), layer=t.layer, block=t.block, repeat=t.repeat, stage=t.stage, source=op.name))
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Frozen(BaseModel):
@@ -31,6 +31,9 @@ class AttentionRule(_Frozen):
     output_copy: bool = Field(
         default=False, description="for more than one query row the attention output is made contiguous "
                                    "(a copy) before the output projection")
+    output_concat: bool = Field(
+        default=False, description="a layer with several attention calls (groups of sequences of different "
+                                   "lengths) concatenates their outputs (one cat kernel) before the projection")
 
 
 class MisalignedGemmRule(_Frozen):
@@ -51,11 +54,80 @@ class Sparse24GemmRule(_Frozen):
     split_k: tuple[int, ...] | None = Field(default=None, description="split-K factors the library uses")
 
 
+_EXPR_NAMES_DOC = ("n: elements of the unit the rule splits (rope: q or k; per expert: the op's elements over the "
+                   "active experts; else the op's), eb: bytes of one activation element, table: elements of the "
+                   "rope cos (or sin) rows, T: tokens, h: hidden size, E: experts, k: experts per token, X: active "
+                   "experts, A: token-expert assignments (T*k), F: expert FFN width; GEMM kernels: m, k, n")
+
+
+class StepKernel(_Frozen):
+    """One memory-bound kernel of an op the stack runs unfused.  ``read`` / ``write`` (bytes),
+    ``elements`` and ``row`` are numbers or arithmetic expressions (+ - * / // ( ) max min) over
+    the names the lowering gives the op (see :attr:`UnfusedRule.kernels`)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="suffix of the kernel's op name")
+    op: str = Field(min_length=1, description="VectorOp name of the kernel: its class (stream_kernels rule)")
+    read: float | str = Field(description="bytes read (expression)")
+    write: float | str = Field(description="bytes written (expression)")
+    elements: float | str | None = Field(default=None, description="elements it computes; default write / eb")
+    ops_per_element: float = Field(default=1.0, ge=0.0)
+    row: float | str | None = Field(default=None, description="row length of a row-wise kernel (softmax)")
+    source: str = Field(default="", description="the PyTorch call it is")
+
+    def names(self) -> set[str]:
+        import ast
+        out: set[str] = set()
+        for e in (self.read, self.write, self.elements, self.row):
+            if isinstance(e, str):
+                out |= {n.id for n in ast.walk(ast.parse(e, mode="eval")) if isinstance(n, ast.Name)}
+        return out - {"max", "min"}
+
+
+class UnfusedRule(_Frozen):
+    """A model op the stack runs as several kernels (``unfused:`` in the profile, keyed by the
+    trace op's name, e.g. ``moe.act``, or its VectorOp name, e.g. ``rope``; the name wins)."""
+
+    per: Literal["op", "tensor", "expert"] = Field(
+        default="op", description="op: the kernels once; tensor: once for q and once for k (rope); expert: "
+                                  "once per active expert (eager MoE loops over experts)")
+    kernels: tuple[StepKernel, ...] = Field(min_length=1, description="the kernels, in order; names: " + _EXPR_NAMES_DOC)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _known_names(self):
+        _check_names(self.kernels, {"n", "eb", "table", "T", "h", "E", "k", "X", "A", "F", "kv_rows"})
+        return self
+
+
+def _check_names(kernels, allowed: set[str]) -> None:
+    for k in kernels:
+        bad = sorted(k.names() - allowed)
+        if bad:
+            raise ValueError(f"kernel {k.name}: unknown name(s) {', '.join(bad)} (known: {', '.join(sorted(allowed))})")
+
+
+class WeightOnlyGemmRule(_Frozen):
+    """Kernels a weight-only GEMM path runs around its GEMM kernel (e.g. torch._weight_int8pack_mm
+    converts its input and scales to fp32 and its fp32 output back); expressions over m, k, n, eb."""
+
+    before: tuple[StepKernel, ...] = ()
+    after: tuple[StepKernel, ...] = ()
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _known_names(self):
+        _check_names(self.before + self.after, {"m", "k", "n", "eb"})
+        return self
+
+
 class GemmRule(_Frozen):
     dtype_arrays: dict[str, str] = Field(default_factory=dict,
                                          description="number format -> array its GEMMs run on")
     misaligned: MisalignedGemmRule | None = None
     sparse_2_4: Sparse24GemmRule | None = None
+    weight_only: dict[str, WeightOnlyGemmRule] = Field(
+        default_factory=dict, description="weight format of a weight-only GEMM (bf16 activations) -> the "
+                                          "kernels around it")
 
 
 class StreamKernelRule(_Frozen):
@@ -92,6 +164,9 @@ class StackSpec(_Frozen):
     description: str = Field(min_length=1)
     kv_append: Literal["one", "split"] = Field(
         default="one", description="the K and V cache writes: one kernel, or two copies (split)")
+    kv_append_per_group: bool = Field(
+        default=False, description="the cache writes run once per attention call (a group of sequences with "
+                                   "the same new and cached lengths), each group's share of the bytes")
     gated_activation: Literal["fused", "separate"] = Field(
         default="fused", description="SiLU/GELU and the multiply by up: one kernel, or two (separate)")
     fuse_rope_kv_append: bool = Field(
@@ -100,6 +175,12 @@ class StackSpec(_Frozen):
         default=False, description="a residual add and the norm that follows are one kernel")
     attention: AttentionRule = AttentionRule()
     gemm: GemmRule = GemmRule()
+    unfused: dict[str, UnfusedRule] = Field(
+        default_factory=dict, description="model ops run as several memory-bound kernels (trace op name or "
+                                          "VectorOp name -> rule)")
+    lm_head_gather: bool = Field(
+        default=False, description="the LM head's rows (the last position of each sequence) are gathered by "
+                                   "one index kernel before it")
     stream_kernels: tuple[StreamKernelRule, ...] = Field(
         default=(), description="achieved rates of the library's memory-bound kernel classes (first match)")
     references: tuple[str, ...] = ()
