@@ -6,7 +6,7 @@
 For every measured ``model`` case (validation/measurements/h200_models_{dev,holdout}.csv) the
 measured side comes from the kernel profile of one CUDA-graph replay
 (h200_models_stats.csv, column kernel_breakdown: device time per kernel name) and the
-predicted side from the op list ``sim validate`` prices (sim.validation.predict_model, the
+predicted side from the op list ``sim validate`` prices (sim.apps.validation.predict_model, the
 ``sim run`` path).  Both are split into the same classes:
 
     gemm       weight and LM-head GEMMs (nvjet / cutlass / xmma / tinygemm / int8pack kernels,
@@ -35,8 +35,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from sim.config.registry import load_chip  # noqa: E402
-from sim.validation import predict_model, read_cases  # noqa: E402
+from sim.spec.registry import load_chip  # noqa: E402
+from sim.apps.validation import predict_model, read_cases  # noqa: E402
 
 CLASSES = ("gemm", "attention", "norm", "other")
 _GEMM = re.compile(r"nvjet|cutlass|xmma_gemm|gemm|splitKreduce|tinygemm|int4|int8|_mm_|Gemm|gemv", re.I)

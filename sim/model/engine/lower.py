@@ -64,7 +64,7 @@ class Options:
     tiles: tuple[int, int, int] | None = None   # force (m, n, k) tiles (a library's only kernel)
     split_k: tuple[int, ...] | None = None      # the split-K factors allowed (None: the chip's menu)
     fidelity: str = "high"                      # high | fast: how much of a large problem is simulated
-    stream: object = None                       # a stack's StreamKernelRule (sim.config.stack_spec): a vector
+    stream: object = None                       # a stack's StreamKernelRule (sim.spec.stack_spec): a vector
                                                 # kernel's achieved rate and floor; None: the ideal stream
 
     def __post_init__(self) -> None:
