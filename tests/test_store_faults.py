@@ -45,7 +45,7 @@ def _env(**extra) -> dict:
 def test_many_processes_creating_one_new_store_all_open_it(tmp_path):
     """A store is assembled aside and renamed into place, so a racing creator never sees
     `parts/` without the manifest (it was "not a results store" in 2 of 5 campaign runs)."""
-    for trial in range(5):
+    for trial in range(25):
         target = tmp_path / f"new-{trial}"
         barrier = threading.Barrier(8)
         errors: list[BaseException] = []

@@ -212,28 +212,21 @@ class ResultStore:
         self._seq = 0
         manifest = self.path / MANIFEST
         if manifest.is_file():
-            try:
-                info = json.loads(manifest.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise StoreError(f"{manifest}: the store's manifest is corrupted ({exc}); the store was left "
-                                 "untouched - restore or delete the file, or use another --out folder") from None
-            if not isinstance(info, dict) or info.get("format") != STORE_FORMAT:
-                raise StoreError(f"{manifest}: not a sim results store manifest (format "
-                                 f"{info.get('format') if isinstance(info, dict) else info!r}); left untouched")
-            if int(info.get("version", 0)) > STORE_VERSION:
-                raise StoreError(f"{manifest}: store format version {info.get('version')} is newer than this "
-                                 f"sim understands ({STORE_VERSION}); upgrade sim or use another folder")
+            self._check_manifest(manifest)
         elif self.path.exists():
             if not self.path.is_dir():
                 raise StoreError(f"{self.path}: exists and is not a folder; choose another output folder")
             entries = [p.name for p in self.path.iterdir()]
-            if entries:
+            if entries and manifest.is_file():  # another process's store appeared meanwhile
+                self._check_manifest(manifest)
+            elif entries:
                 raise StoreError(f"{self.path}: folder exists, is not empty and is not a sim results store "
                                  f"(no {MANIFEST}; it holds {', '.join(sorted(entries)[:5])}"
                                  f"{'...' if len(entries) > 5 else ''}); choose an empty or new folder")
-            if not create:
+            elif not create:
                 raise StoreError(f"{self.path}: not a sim results store (no {MANIFEST})")
-            self._create()
+            else:
+                self._create()
         else:
             if not create:
                 raise StoreError(f"{self.path}: no such results store")
@@ -242,11 +235,27 @@ class ResultStore:
         self.claims_dir = self.path / CLAIMS
         self.claims_dir.mkdir(exist_ok=True)
 
+    def _check_manifest(self, manifest: Path) -> None:
+        """Refuse a manifest that is not ours, corrupted, or from a newer store format."""
+        try:
+            info = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreError(f"{manifest}: the store's manifest is corrupted ({exc}); the store was left "
+                             "untouched - restore or delete the file, or use another --out folder") from None
+        if not isinstance(info, dict) or info.get("format") != STORE_FORMAT:
+            raise StoreError(f"{manifest}: not a sim results store manifest (format "
+                             f"{info.get('format') if isinstance(info, dict) else info!r}); left untouched")
+        if int(info.get("version", 0)) > STORE_VERSION:
+            raise StoreError(f"{manifest}: store format version {info.get('version')} is newer than this "
+                             f"sim understands ({STORE_VERSION}); upgrade sim or use another folder")
+
     def _create(self) -> None:
         """Assemble the store in a temporary sibling and rename it into place: another
         process never sees a folder with ``parts/`` but no manifest.  Losing the race to a
         concurrent creator is fine - its store is the one opened."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # the (empty) target first: its errors name the path the user gave; the finished store
+        # is then renamed onto it (a rename replaces an empty folder atomically)
+        self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{self.path.name}"
         tmp.mkdir()
         try:
