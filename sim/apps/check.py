@@ -44,11 +44,15 @@ def _is_stack(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in ("kv_append", "gated_activation", "fuse_rope_kv_append", "fuse_residual_norm"))
 
 
-def _check_stack(path: Path, doc) -> None:
-    spec = validate(StackSpec, doc)
-    if path.parent.name == "stacks" and spec.name != path.stem:
+def _name_is_file_name(path: Path, doc, name: str, folder: str) -> None:
+    """A file in its kind's folder is found by name, so its ``name`` must be its file name."""
+    if path.parent.name == folder and name != path.stem:
         raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
-                                        f"name '{spec.name}' must equal the file name '{path.stem}'"))
+                                        f"name '{name}' must equal the file name '{path.stem}'"))
+
+
+def _check_stack(path: Path, doc) -> None:
+    _name_is_file_name(path, doc, validate(StackSpec, doc).name, "stacks")
 
 
 def _check_chip(path: Path, doc) -> None:
@@ -56,10 +60,7 @@ def _check_chip(path: Path, doc) -> None:
 
 
 def _check_dataflow(path: Path, doc) -> None:
-    spec = validate(DataflowSpec, doc)
-    if path.parent.name == "dataflows" and spec.name != path.stem:
-        raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
-                                        f"name '{spec.name}' must equal the file name '{path.stem}'"))
+    _name_is_file_name(path, doc, validate(DataflowSpec, doc).name, "dataflows")
 
 
 def _check_model(path: Path, doc) -> None:

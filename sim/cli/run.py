@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
     r.set_defaults(func=run)
 
 
-def _check_arguments(args) -> None:
+def _checked_chip(args):
+    """The chip of ``args`` after checking the run's arguments and limits (loaded once)."""
     for opt in ("batch", "tensor_parallel", "pipeline_parallel", "prompt_len", "new_tokens"):
         v = getattr(args, opt, None)
         if v is not None and v < (0 if opt == "new_tokens" else 1):
@@ -60,19 +61,20 @@ def _check_arguments(args) -> None:
         raise SimError(f"--batch {args.batch:,} is above the limit of {MAX_BATCH:,} sequences")
     from sim.apps.single_op import check_limits
 
-    check_limits(load_chip(args.chip, overrides=args.set or []))
+    chip = load_chip(args.chip, overrides=args.set or [])
+    check_limits(chip)
     if getattr(args, "model_set", None):
         from sim.model.workload.models import load_model_spec
 
         args.model = load_model_spec(args.model, overrides=list(args.model_set))
+    return chip
 
 
 def run(args) -> int:
     from sim.apps.inference import run_llm
     from sim.model.engine.lower import Options
 
-    _check_arguments(args)
-    chip = load_chip(args.chip, overrides=args.set or [])
+    chip = _checked_chip(args)
     res = run_llm(chip, args.model, phase=args.phase, batch=args.batch, prompt_len=args.prompt_len,
                   context_len=args.context_len, new_tokens=args.new_tokens, draft_tokens=args.draft_tokens,
                   dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,

@@ -2,19 +2,14 @@
 iteration latencies from the chip model (memoised and interpolated), paged KV cache with
 prefix caching and preemption, batching policies behind a registry, speculative decoding.
 
-Entry point: :func:`serve` (the CLI is ``sim serve``, :mod:`.cli`).
+Entry point: :func:`serve` (the CLI is ``sim serve``, :mod:`sim.cli.serve`).
 """
 from __future__ import annotations
 
 from sim.apps.serving.metrics import SLO_METRICS, ServingResult
-from sim.apps.serving.simulator import serve as _serve
+from sim.apps.serving.simulator import serve
 from sim.apps.serving.speculative import Speculative, closed_form_tokens_per_step
 from sim.apps.serving.workload import LengthDist, Request, generate, load_trace, save_trace
-
-
-def serve(chip, model, requests=None, **kwargs) -> ServingResult:
-    """See :func:`sim.apps.serving.simulator.serve`."""
-    return _serve(chip, model, requests, **kwargs)
 
 
 __all__ = ["serve", "ServingResult", "SLO_METRICS", "Speculative", "closed_form_tokens_per_step",
