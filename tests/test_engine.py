@@ -317,3 +317,21 @@ def test_a_two_kernel_result_does_not_depend_on_the_hash_seed():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
     assert len(outs) == 1, outs
+
+
+@pytest.mark.parametrize("chip_name", ["h200_sxm", "npu_128x128"])
+def test_write_only_stream_whose_compute_outruns_its_stores_finishes(chip_name):
+    """A fill with compute per element (Mixtral's eager ``zeros`` before the expert
+    scatter): the cores' write queues fill before the first store is ready.  The event loop
+    used to wake such a core for a read it could not issue, at the same instant, forever;
+    now it finishes, at no less than the time to write its bytes at the DRAM peak."""
+    chip = load_chip(chip_name)
+    n = 2_097_152
+    op = VectorOp(name="zeros", op="fill", elements=n, ops_per_element=1.0, read_bytes=0, write_bytes=2 * n,
+                  row_elements=0)
+    r = simulate_op(chip, op)
+    assert r.cycles >= r.roofline_cycles * (1 - 1e-9)
+    assert r.seconds >= 2 * n / chip.dram_peak_bytes_per_s * (1 - 1e-9)
+    # and costs more than the same fill without compute (the compute sits in its schedule)
+    r0 = simulate_op(chip, dataclasses.replace(op, ops_per_element=0.0))
+    assert r.seconds >= r0.seconds

@@ -847,9 +847,12 @@ def _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, ecode, row, nsteps, ac
 
 @kernel(_nrt=False, inline='always')
 def _reschedule(c, t_now, active, xcur, nxf, load_ready, dma_t, wq_head, wq_tail, wq_ready, hk, hc, hsize):
-    """Put core ``c`` back on the event heap at its next read or write issue time."""
+    """Put core ``c`` back on the event heap at its next read or write issue time.  With
+    its write queue full the core cannot read (the event loop drains first), so only the
+    write side wakes it: waking it for a read it may not issue would pop it again at the
+    same instant forever (a write-only stream whose compute outruns its stores did)."""
     nt = 1e300
-    if active[c] == 1:
+    if active[c] == 1 and wq_tail[c] - wq_head[c] < _WQ - 1:
         if xcur[c] == -1:
             nt = min(nt, max(dma_t[c], t_now))
         elif xcur[c] < nxf[c]:
