@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sim.spec.registry import load_chip
@@ -89,6 +90,45 @@ def test_parallel_validation_gives_the_serial_table():
     cols = [c for c in serial.columns if c != "wall_s"]
     assert len(serial) == len(read_cases(cases))
     assert serial[cols].equals(parallel[cols])
+
+
+def test_checkpoint_resumes_an_interrupted_run_to_the_same_table(tmp_path):
+    cases = VAL / "measurements" / "h200_micro_fixed_cost.csv"
+    chip = load_chip("h200_sxm")
+    full = validate(chip, cases, progress=False)
+    ck = tmp_path / "run.partial.jsonl"
+    validate(chip, cases, progress=False, checkpoint=ck)
+    lines = ck.read_text().splitlines()
+    assert len(lines) == 1 + len(full)          # a header, then one line per case
+    # as if killed after two cases, the second mid-write
+    ck.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
+    resumed = validate(chip, cases, progress=False, checkpoint=ck)
+    cols = [c for c in full.columns if c != "wall_s"]
+    assert resumed[cols].equals(full[cols])
+    # the first case came from the checkpoint, not from a new prediction
+    assert resumed.loc[0, "wall_s"] == pytest.approx(json.loads(lines[1])["wall_s"])
+    # a checkpoint of another chip is refused, not mixed in
+    other = load_chip("h200_sxm", overrides=["clock_mhz=1000"])
+    with pytest.raises(WorkloadError, match="another chip, case file or simulator version"):
+        validate(other, cases, progress=False, checkpoint=ck)
+
+
+def test_cli_validate_resume_keeps_finished_cases(tmp_path, capsys):
+    from sim.cli import main
+
+    cases = VAL / "measurements" / "h200_micro_fixed_cost.csv"
+    out = tmp_path / "v"
+    chip = load_chip("h200_sxm")
+    validate(chip, cases, progress=False, checkpoint=out / "predictions.partial.jsonl")
+    ck = out / "predictions.partial.jsonl"
+    header, first = ck.read_text().splitlines()[:2]
+    ck.write_text(header + "\n" + first + "\n")   # one case finished before the interruption
+    assert main(["validate", "h200_sxm", str(cases), "--out", str(out), "--resume", "-j", "1", "--json"]) == 0
+    df = pd.read_csv(out / "predictions.csv")
+    assert len(df) == len(read_cases(cases)) and not ck.exists()
+    assert df.loc[0, "wall_s"] == pytest.approx(json.loads(first)["wall_s"])
+    assert main(["validate", "h200_sxm", str(cases), "--resume"]) == 2   # --resume without --out
+    assert "--resume needs --out" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- model cases and single-op kinds

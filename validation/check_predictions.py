@@ -35,9 +35,12 @@ def record(out: Path, cases: list[Path], chip: str, jobs: int) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     for path in cases:
-        df = validate(chip, path, progress=True, jobs=jobs)
+        # an interrupted record resumes where it stopped (the checkpoint names chip and cases)
+        partial = out / f"{path.stem}_predictions.partial.jsonl"
+        df = validate(chip, path, progress=True, jobs=jobs, checkpoint=partial)
         target = out / f"{path.stem}_predictions.csv"
         df.drop(columns=["wall_s"], errors="ignore").to_csv(target, index=False)
+        partial.unlink(missing_ok=True)
         print(f"{target}: {len(df)} cases", file=sys.stderr)
 
 

@@ -35,6 +35,7 @@ from sim.model.workload.llm import (VECTOR_OPS_PER_ELEMENT, Iteration, Paralleli
 from sim.model.workload.models import list_models, load_model_spec
 from sim.spec.dtypes import format_names, get_format
 from sim.spec.model_spec import ModelSpec
+from sim.spec import catalog
 from sim.spec.registry import load_chip
 
 COLUMNS = ("kind", "dtype", "m", "k", "n", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "causal",
@@ -484,46 +485,138 @@ def _worker_predict(c: Case) -> dict[str, Any]:
     return _predict_row(_WORKER_CHIP, c)
 
 
-def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1):
+def _json_value(v):
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    raise TypeError(f"cannot store {type(v).__name__} in a checkpoint")
+
+
+def _checkpoint_header(chip, cases_path: Path) -> dict[str, Any]:
+    """What a checkpoint's rows were predicted for: the chip as validated (every override
+    included) and the case file's bytes."""
+    import hashlib
+    import json
+
+    chip_text = json.dumps(chip.to_dict(), sort_keys=True, default=str)
+    # the simulator itself: rows predicted before a code change are not resumed after it
+    # (its code, and the model, stack and dataflow files a case may read)
+    code = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    files = [f for f in package.rglob("*") if f.suffix in (".py", ".yaml", ".yml", ".csv", ".json")]
+    for kind in ("dataflows", "models", "stacks"):
+        for folder in catalog.search_dirs(kind):
+            files += [f for f in folder.glob("*") if f.suffix in (".yaml", ".yml")]
+    for f in sorted(set(files)):
+        if f.is_file():
+            code.update(f.name.encode())
+            code.update(f.read_bytes())
+    return {"checkpoint_of": {"chip": chip.name, "chip_sha256": hashlib.sha256(chip_text.encode()).hexdigest(),
+                              "cases_sha256": hashlib.sha256(Path(cases_path).read_bytes()).hexdigest(),
+                              "simulator_sha256": code.hexdigest()}}
+
+
+def _read_checkpoint(path: Path, header: dict[str, Any], cases: list[Case]) -> dict[int, dict[str, Any]]:
+    """Rows already predicted by an earlier run (JSON lines, one per case, after a header
+    line).  A checkpoint of another chip, case file or simulator version is an error, not
+    a silent mix; a torn last line (the run was killed mid-write) is ignored."""
+    import json
+
+    wanted = {c.line for c in cases}
+    done: dict[int, dict[str, Any]] = {}
+    if not path.is_file() or path.stat().st_size == 0:
+        return done
+    lines = path.read_text().splitlines()
+    try:
+        first = json.loads(lines[0])
+    except ValueError:
+        first = None
+    if first != header:
+        raise WorkloadError(f"{path}: this checkpoint was written for another chip, case file or "
+                            "simulator version; delete it (or choose another folder) to start afresh")
+    for text in lines[1:]:
+        try:
+            row = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("line") in wanted:
+            done[int(row["line"])] = row
+    return done
+
+
+def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1,
+             checkpoint: str | Path | None = None):
     """Predict every case; return a DataFrame with measured, predicted and signed error (%).
 
     ``jobs`` > 1 spreads the cases over that many processes; every case is predicted the
     same way wherever it runs (the simulator is deterministic), so the table is identical
-    to a serial run's except for the ``wall_s`` column."""
-    import pandas as pd
+    to a serial run's except for the ``wall_s`` column.
 
+    ``checkpoint`` names a JSON-lines file that every finished case is appended to as soon
+    as it finishes, so a run that is interrupted (Ctrl-C, a job limit, a crash) loses
+    nothing; a later call with the same file predicts only the cases it lacks.  Rows come
+    back in the case file's order either way."""
+    import json
+
+    import pandas as pd
 
     if isinstance(chip, (str, Path)):
         chip = load_chip(chip)
     cases = read_cases(cases_path)
+    done: dict[int, dict[str, Any]] = {}
+    sink = None
+    if checkpoint is not None:
+        checkpoint = Path(checkpoint)
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        header = _checkpoint_header(chip, Path(cases_path))
+        done = _read_checkpoint(checkpoint, header, cases)
+        fresh = not checkpoint.is_file() or checkpoint.stat().st_size == 0
+        sink = checkpoint.open("a")
+        if not fresh and not checkpoint.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # end a torn line so the next row starts on its own
+        if fresh:
+            sink.write(json.dumps(header) + "\n")
+            sink.flush()
+    todo = [c for c in cases if c.line not in done]
     bar = None
     if progress:
         from tqdm import tqdm
 
         # on a terminal a live bar; in a log (CI, nohup) a line every 10 s, so a long run is never silent
-        bar = tqdm(total=len(cases), desc="validate", unit="case", file=sys.stderr,
-                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
-    rows: list[dict[str, Any]] = []
-    jobs = max(1, min(int(jobs), len(cases)))
-    if jobs == 1:
-        for c in cases:
-            rows.append(_predict_row(chip, c))
-            if bar is not None:
-                bar.update()
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        bar = tqdm(total=len(cases), initial=len(cases) - len(todo), desc="validate", unit="case",
+                   file=sys.stderr, mininterval=0.5 if sys.stderr.isatty() else 10.0)
 
-        # spawn: a fresh interpreter per worker (no forked locks or compiled-code state)
-        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                                 initargs=(chip,)) as pool:
-            for row in pool.map(_worker_predict, cases, chunksize=1):
-                rows.append(row)
-                if bar is not None:
-                    bar.update()
-    if bar is not None:
-        bar.close()
-    return pd.DataFrame(rows)
+    def finished(row: dict[str, Any]) -> None:
+        done[int(row["line"])] = row
+        if sink is not None:
+            # one line per case, flushed: a kill between cases leaves only whole lines
+            sink.write(json.dumps(row, default=_json_value) + "\n")
+            sink.flush()
+        if bar is not None:
+            bar.update()
+
+    try:
+        jobs = max(1, min(int(jobs), len(todo)))
+        if jobs == 1:
+            for c in todo:
+                finished(_predict_row(chip, c))
+        else:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            # spawn: a fresh interpreter per worker (no forked locks or compiled-code state)
+            with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                                     initargs=(chip,)) as pool:
+                futures = [pool.submit(_worker_predict, c) for c in todo]
+                for fut in as_completed(futures):
+                    finished(fut.result())
+    finally:
+        if sink is not None:
+            sink.close()
+        if bar is not None:
+            bar.close()
+    return pd.DataFrame([done[c.line] for c in cases])
 
 
 def summarize(df) -> dict[str, Any]:

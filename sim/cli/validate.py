@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
                                  "hidden,ffn,bytes,measured_ms")
     v.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value")
     v.add_argument("--out", default=None, help="folder for predictions.csv, summary.json and scatter.png")
+    v.add_argument("--resume", action="store_true",
+                   help="with --out: keep the cases an interrupted run already predicted (its "
+                        "predictions.partial.jsonl) and predict only the rest")
     v.add_argument("--json", action="store_true", help="the last line printed is one JSON summary object")
     v.add_argument("-j", "--jobs", type=int, default=None,
                    help="processes to predict with (default: the machine's cores, at most 8)")
@@ -34,7 +37,22 @@ def run(args) -> int:
     jobs = args.jobs if args.jobs is not None else min(8, os.cpu_count() or 1)
     if jobs < 1:
         raise WorkloadError(f"--jobs must be at least 1 (got {jobs})")
-    df = validate(chip, args.cases, progress=not getattr(args, "quiet", False), jobs=jobs)
+    checkpoint = None
+    if args.out:
+        # every finished case is appended here at once, so Ctrl-C or a job limit loses nothing
+        checkpoint = Path(args.out) / "predictions.partial.jsonl"
+        if not args.resume and checkpoint.is_file():
+            checkpoint.unlink()
+    elif args.resume:
+        raise WorkloadError("--resume needs --out (the folder an interrupted run wrote to)")
+    try:
+        df = validate(chip, args.cases, progress=not getattr(args, "quiet", False), jobs=jobs,
+                      checkpoint=checkpoint)
+    except KeyboardInterrupt:
+        if checkpoint is not None:
+            print(f"interrupted: the cases predicted so far are in {checkpoint}; "
+                  "run the same command with --resume to finish", file=sys.stderr)
+        return 130
     summary = summarize(df)
     summary["chip"] = chip.name
     summary["cases_file"] = str(args.cases)
@@ -44,6 +62,7 @@ def run(args) -> int:
         df.to_csv(out / "predictions.csv", index=False)
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         validation_scatter(df, out / "scatter.png", f"{chip.name}: predicted vs measured ({Path(args.cases).name})")
+        checkpoint.unlink(missing_ok=True)  # predictions.csv now holds every row
     cols = ["line", "kind", "dtype", "measured_ms", "predicted_ms", "error_pct", "bound"]
     with pd.option_context("display.max_rows", 100000, "display.width", 200, "display.float_format",
                            lambda v: f"{v:,.4g}"):
