@@ -63,13 +63,14 @@ class Kernel:
     stage: int = 0
     source: str = ""          # the name of the model op it comes from
     stream: object = None     # the stack's StreamKernelRule for a memory-bound kernel (None: ideal stream)
+    row_work: object = None   # the stack's RowWorkRule for a weight-only GEMM kernel (None: none)
 
     def options(self, base):
         """``base`` (the run's Options) with this kernel's library path; an array the user
         chose explicitly wins over the stack's."""
         return dataclasses.replace(base, array=base.array or self.array, tiles=self.tiles or base.tiles,
                                    split_k=self.split_k if self.split_k is not None else base.split_k,
-                                   stream=base.stream or self.stream)
+                                   stream=base.stream or self.stream, row_work=base.row_work or self.row_work)
 
 
 def list_stacks() -> list[str]:
@@ -179,6 +180,8 @@ def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
         # a weight-only path's own conversions around its GEMM kernel, per GEMM it runs
         env = {"m": op.m, "k": op.k, "n": op.n, "eb": _elem_bytes(op.dtype)}
         main = _gemm_main(op, s)
+        if wo.row_work is not None:
+            main = [(kop, dict(lib, row_work=wo.row_work)) if kop is op else (kop, lib) for kop, lib in main]
         out: list[tuple[object, dict]] = []
         for _ in range(op.count):
             out += [(k, {}) for k in _step_kernels(op.name, wo.before, env)]
@@ -434,6 +437,6 @@ def lower_trace(trace: Iterable, stack: StackSpec) -> list[Kernel]:
                 b = el * _elem_bytes(op.dtype)
                 pairs.append((VectorOp("attn.concat", "cat", el, 0.0, b, b), {}))
             for kop, lib in _with_stream(pairs, stack):
-                out.append(Kernel(kop, array=lib.get("array"), tiles=lib.get("tiles"), split_k=lib.get("split_k"),
-                                  stream=lib.get("stream"), layer=t.layer, block=t.block, repeat=t.repeat, stage=t.stage, source=op.name))
+                # every library option the lowering chose (array, tiles, split_k, stream, row_work)
+                out.append(Kernel(kop, **lib, layer=t.layer, block=t.block, repeat=t.repeat, stage=t.stage, source=op.name))
     return out

@@ -106,12 +106,29 @@ def _check_names(kernels, allowed: set[str]) -> None:
             raise ValueError(f"kernel {k.name}: unknown name(s) {', '.join(bad)} (known: {', '.join(sorted(allowed))})")
 
 
+class RowWorkRule(_Frozen):
+    """Work a weight-only GEMM kernel does per (row of A, weight) on top of streaming its
+    weights, at a rate below its tensor-core path - e.g. PyTorch's int4 "tinygemm"
+    (torch._weight_int4pack_mm), whose time grows with the rows times the weights at a
+    CUDA-core-class rate however few the rows.  The kernel takes its engine time (the
+    weight stream and the tensor-core work) plus
+    ``m x k x n / (fraction x peak MACs/s of `array`)``."""
+
+    array: str = Field(min_length=1, description="chip array whose peak MAC rate the per-row work runs at a "
+                                                 "fraction of (e.g. cuda_cores)")
+    rate_class: str = Field(default="fp32", description="the array's rate class the fraction refers to")
+    fraction: float = Field(gt=0.0, le=1.0, description="achieved fraction of that peak (a calibration)")
+    source: str = Field(default="", description="the microbenchmark the numbers come from")
+
+
 class WeightOnlyGemmRule(_Frozen):
     """Kernels a weight-only GEMM path runs around its GEMM kernel (e.g. torch._weight_int8pack_mm
-    converts its input and scales to fp32 and its fp32 output back); expressions over m, k, n, eb."""
+    converts its input and scales to fp32 and its fp32 output back); expressions over m, k, n, eb.
+    ``row_work``: the GEMM kernel's own per-row cost beyond the engine's (:class:`RowWorkRule`)."""
 
     before: tuple[StepKernel, ...] = ()
     after: tuple[StepKernel, ...] = ()
+    row_work: RowWorkRule | None = None
     source: str = ""
 
     @model_validator(mode="after")
@@ -192,6 +209,7 @@ class StackSpec(_Frozen):
         out.update(self.gemm.dtype_arrays.values())
         if self.gemm.misaligned is not None:
             out.update((self.gemm.misaligned.even_array, self.gemm.misaligned.odd_array))
+        out.update(w.row_work.array for w in self.gemm.weight_only.values() if w.row_work is not None)
         return out
 
     def stream_rule(self, op: str, row_elements: int = 0) -> StreamKernelRule | None:

@@ -12,6 +12,7 @@ import numpy as np
 import sim.model.cost.energy as E
 import sim.model.kernels.dram as D
 import sim.model.kernels.engine as K
+from sim.errors import MappingError
 from sim.ir.lowered import LoweredGemm, LoweredOnArray, LoweredOp, TileProblem
 from sim.ir.ops import Attention, VectorOp, op_min_dram_bytes
 from sim.ir.results import OpResult
@@ -229,6 +230,29 @@ def stream_kernel_rate(chip, op: VectorOp, res: OpResult, rule) -> OpResult:
     details = dict(res.details, stream_kernel={"bandwidth_fraction": rule.bandwidth_fraction,
                                                "floor_cycles": floor, "ideal_body_cycles": body,
                                                "source": rule.source})
+    return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
+                               seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,
+                               achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
+
+
+def gemm_row_work(chip, op, res: OpResult, rule) -> OpResult:
+    """A weight-only GEMM kernel's per-row work on top of its engine time (a stack's
+    RowWorkRule, e.g. tinygemm): ``m x k x n x count`` MACs at the rule's
+    fraction of ``rule.array``'s peak rate, serial with the weight stream (the kernel's time
+    grows by that much per row however the weights arrive: h200_micro_int4mm.csv).  It
+    only lengthens the kernel, so the result never beats the roofline."""
+    arr = next((a for a in chip.cores.arrays if a.name == rule.array), None)
+    if arr is None:
+        raise MappingError(f"stack rule row_work names array {rule.array!r}, which {chip.name} does not have "
+                           f"(arrays: {', '.join(a.name for a in chip.cores.arrays)})")
+    per_pe, _ = arr.rate_for(rule.rate_class)
+    macs_per_cycle = arr.rows * arr.cols * arr.count * per_pe * chip.cores.count * rule.fraction
+    extra = float(op.m) * op.k * op.n * op.count / macs_per_cycle
+    cycles = float(math.ceil(res.cycles + extra - 1e-9))
+    seconds = cycles / chip.clock_hz
+    dram = res.dram_read_bytes + res.dram_write_bytes
+    details = dict(res.details, row_work={"array": rule.array, "fraction": rule.fraction,
+                                          "extra_cycles": extra, "source": rule.source})
     return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
                                seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,
                                achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)

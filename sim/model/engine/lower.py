@@ -66,6 +66,8 @@ class Options:
     fidelity: str = "high"                      # high | fast: how much of a large problem is simulated
     stream: object = None                       # a stack's StreamKernelRule (sim.spec.stack_spec): a vector
                                                 # kernel's achieved rate and floor; None: the ideal stream
+    row_work: object = None                     # a stack's RowWorkRule: a weight-only GEMM kernel's per-row
+                                                # work beyond the engine's (tinygemm); None: none
 
     def __post_init__(self) -> None:
         if self.memory not in ("modeled", "ideal"):

@@ -24,9 +24,9 @@ from typing import Any
 import sim.model.engine.kernel_run as kernel_run
 from sim.errors import MappingError
 from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOnArray, LoweredOp
-from sim.ir.ops import Attention, Collective, VectorOp
+from sim.ir.ops import Attention, Collective, Gemm, VectorOp
 from sim.ir.results import OpResult
-from sim.model.engine.assemble import assemble_result, merge_results, stream_kernel_rate
+from sim.model.engine.assemble import assemble_result, gemm_row_work, merge_results, stream_kernel_rate
 from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan
 from sim.model.engine.kernel_run import run_kernel
@@ -110,6 +110,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             best = res
     if options.stream is not None and isinstance(op, VectorOp) and not ideal:
         best = stream_kernel_rate(chip, op, best, options.stream)
+    if options.row_work is not None and isinstance(op, Gemm) and not ideal:
+        best = gemm_row_work(chip, op, best, options.row_work)
     return best
 
 
