@@ -20,7 +20,7 @@ import numpy as np
 
 from sim.apps.inference import _computes, _peak_flops, default_dtype
 from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
-from sim.apps.serving.latency import ZERO, LatencyModel
+from sim.apps.serving.latency import GRAPH_POLICIES, ZERO, LatencyModel
 from sim.apps.serving.metrics import ServingResult, check_slos, summarise
 from sim.apps.serving.schedulers import DecodePoolScheduler, get_scheduler
 from sim.apps.serving.schedulers.base import Seq
@@ -67,6 +67,7 @@ class ServeConfig:
     attention: str | None = None
     fidelity: str = "high"
     stack: str | None = None
+    graphs: str = "all"
     max_batch: int = DEFAULT_MAX_BATCH
     token_budget: int | None = None
     timeout_s: float | None = None
@@ -113,6 +114,8 @@ def _check(cfg: ServeConfig) -> None:
         raise WorkloadError(f"rate: must be a number > 0 requests/s, got {cfg.rate_per_s!r}")
     if cfg.router not in ROUTERS:
         raise UnknownNameError("router", cfg.router, ROUTERS)
+    if cfg.graphs not in GRAPH_POLICIES:
+        raise UnknownNameError("graphs policy", cfg.graphs, GRAPH_POLICIES)
     if cfg.preemption not in ("recompute", "swap"):
         raise UnknownNameError("preemption mode", cfg.preemption, ("recompute", "swap"))
     for n in ("token_budget", "kv_capacity_tokens", "max_queue"):
@@ -352,6 +355,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                 c = c + rep.draft.iteration((), nd, ctx, 1).scale(spec_dec.k - 1)
         return c
 
+    graphs_all, graphs_decode = cfg.graphs == "all", cfg.graphs == "decode"
+
     def replica(rep):
         sched = rep.sched
         while True:
@@ -369,7 +374,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
             dctx = 0
             for s in p.decode:
                 dctx += s.ctx
-            c = cost(rep, p, dctx) if (p.prefill or p.decode or p.padded) else ZERO
+            graph = graphs_all or (graphs_decode and not p.prefill)
+            c = rep.lat.launched(cost(rep, p, dctx), graph) if (p.prefill or p.decode or p.padded) else ZERO
             start = env.now
             dt = c.seconds + p.extra_s
             yield env.timeout(dt)
@@ -379,7 +385,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                 pt += n
             its.append((rep.idx, rep.pool, start, env.now, pt, len(p.prefill), len(p.decode), p.padded,
                         dctx, len(sched.waiting), len(sched.running),
-                        sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s))
+                        sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s, int(graph)))
             sched.complete(p, env.now)
             state["last_event_s"] = env.now
 
@@ -451,7 +457,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     req_df = pd.DataFrame(rows)
     it_df = pd.DataFrame(its, columns=["replica", "pool", "start_s", "end_s", "prefill_tokens", "prefill_seqs",
                                        "decode_seqs", "padded_seqs", "decode_context_tokens", "waiting", "running",
-                                       "kv_used_blocks", "kv_blocks", "energy_j", "flops", "dram_bytes", "swap_s"])
+                                       "kv_used_blocks", "kv_blocks", "energy_j", "flops", "dram_bytes", "swap_s",
+                                       "graph"])
     tl_df = pd.DataFrame(timeline, columns=["time_s", "in_system", "waiting", "running", "kv_utilisation"])
     kvs = [r.sched.kv.stats() for r in replicas]
     kv_stats = {k: sum(d[k] for d in kvs) for k in ("prefix_lookups", "prefix_hits", "prefix_evictions")}
