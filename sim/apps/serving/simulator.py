@@ -79,7 +79,7 @@ class ServeConfig:
     prefix_caching: bool = False
     speculative_k: int = 0
     speculative_alpha: Any = 0.7
-    draft_model: str | None = None
+    draft_model: Any = None             # a name, a path or a ModelSpec
     prefill_replicas: int | None = None
     kv_link_gb_per_s: float | None = None
     kv_link_latency_s: float | None = None
@@ -182,11 +182,12 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                        stack=cfg.stack)
     spec_dec = Speculative(cfg.speculative_k, cfg.speculative_alpha if not isinstance(cfg.speculative_alpha, list)
-                           else tuple(cfg.speculative_alpha), cfg.draft_model) if cfg.speculative_k else None
+                           else tuple(cfg.speculative_alpha),
+                           getattr(cfg.draft_model, "name", cfg.draft_model)) if cfg.speculative_k else None
     draft = None
     draft_spec = None
     if spec_dec and cfg.draft_model:
-        draft_spec = load_model_spec(cfg.draft_model)
+        draft_spec = load_model_spec(cfg.draft_model) if isinstance(cfg.draft_model, str) else cfg.draft_model
         draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                              stack=cfg.stack)
 
@@ -481,6 +482,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     conf = asdict(cfg)
     conf["prompt"] = repr(cfg.prompt)
     conf["output"] = repr(cfg.output)
+    conf["draft_model"] = getattr(cfg.draft_model, "name", cfg.draft_model)
     res = ServingResult(req_df, it_df, tl_df, summary, conf)
     object.__setattr__(res, "_replicas", replicas)   # for tests: the final KV state
     return res
