@@ -87,6 +87,10 @@ def add_parser(sub) -> None:
                    help="software stack whose kernels run the ops (stacks/: eager_pytorch, fused_serving, ideal; "
                         "default: the chip's software_stack)")
     d.add_argument("--fidelity", choices=["high", "fast"], default="high", help="engine fidelity of the grid points")
+    d.add_argument("--graphs", choices=["all", "decode", "none"], default="all",
+                   help="which iterations replay a captured CUDA graph (the rest launch kernel by kernel, at the "
+                        "stack's host cost per kernel): all (default), decode (decode-only ones: vLLM V0, the "
+                        "validation loop), none")
     o = s.add_argument_group("limits, SLOs and output")
     o.add_argument("--max-queue", type=int, default=None, help="drop arrivals when a replica has this many waiting")
     o.add_argument("--drain", type=float, default=None,
@@ -139,6 +143,7 @@ def run(args) -> int:
                 speculative_alpha=alpha[0] if len(alpha) == 1 else tuple(alpha), draft_model=args.draft_model,
                 prefill_replicas=args.prefill_replicas, kv_link_gb_per_s=args.kv_link_gb_per_s, dtype=args.dtype,
                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, fidelity=args.fidelity, stack=args.stack,
+                graphs=args.graphs,
                 max_queue=args.max_queue, drain_s=args.drain, slos=_slos(args),
                 price_per_chip_hour=args.price_per_chip_hour,
                 progress=not args.no_progress and not args.json and sys.stderr.isatty())

@@ -173,6 +173,24 @@ class StreamKernelRule(_Frozen):
             (self.max_row_elements is None or row_elements <= self.max_row_elements)
 
 
+class HostRule(_Frozen):
+    """What the host (CPU and framework) spends issuing one serving iteration's work.
+
+    An eager iteration launches its kernels one by one from the framework: the device cannot
+    run ahead of the launches, so the iteration takes ``max(device time, kernels x
+    eager_ns_per_kernel)``; a CUDA-graph iteration builds its inputs and replays the graph
+    (``graph_replay_ns``) before the device starts, so that time adds to the device's.  Used
+    by request-level serving (:mod:`sim.apps.serving`), which decides per iteration whether
+    it replays a graph; single-op and single-iteration runs price the device alone."""
+
+    eager_ns_per_kernel: float = Field(ge=0.0, description="host time per kernel an eager iteration launches "
+                                                           "(framework dispatch, Python, the launch itself)")
+    graph_replay_ns: float = Field(default=0.0, ge=0.0,
+                                   description="host time of one CUDA-graph iteration before the device starts "
+                                               "(input tensors, copies, the replay call)")
+    source: str = Field(default="", description="the measurement (file, rows) the numbers come from")
+
+
 class StackSpec(_Frozen):
     """One software stack, as declared in ``stacks/<name>.yaml``."""
 
@@ -200,6 +218,9 @@ class StackSpec(_Frozen):
                                    "one index kernel before it")
     stream_kernels: tuple[StreamKernelRule, ...] = Field(
         default=(), description="achieved rates of the library's memory-bound kernel classes (first match)")
+    host: HostRule | None = Field(
+        default=None, description="host cost of issuing a serving iteration's kernels (None: the host is "
+                                  "never the bottleneck)")
     references: tuple[str, ...] = ()
 
     def arrays(self) -> set[str]:

@@ -26,6 +26,13 @@ measures it against ``build_iteration`` + ``run_trace`` of real mixed batches.  
 decoding sequences have different contexts is costed at their mean context (the builder
 itself would emit one kernel per distinct length, which no serving engine does).
 
+**Host**: the grid prices the device.  :meth:`LatencyModel.launched` turns an iteration's
+device time into its wall time with the software stack's ``host`` rule (its launches: a
+CUDA-graph replay's input set-up before the device starts, or an eager iteration's kernels
+launched one by one, the slower of host and device setting the pace); the serving
+simulator decides per iteration which (``graphs``: all, decode-only or none).  Each grid
+point carries its kernel count for that.
+
 Grid points are simulated once per (chip, model, precision, parallelism, options, simulator
 source) and stored as JSON under ``$SIM_CACHE_DIR/serving`` (default
 ``~/.cache/sim/serving``), so a second run of the same deployment simulates nothing.
@@ -46,8 +53,10 @@ from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, 
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
-#: bump when the meaning of a stored grid point changes
-TABLE_VERSION = 3
+#: bump when the meaning of a stored grid point changes (4: points carry their kernel count)
+TABLE_VERSION = 4
+#: which iterations replay a captured CUDA graph (the rest are launched eagerly, kernel by kernel)
+GRAPH_POLICIES = ("all", "decode", "none")
 
 
 def _token_grid(limit: int) -> list[int]:
@@ -68,19 +77,22 @@ def _pow2_grid(lo: int, limit: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Cost:
-    """Seconds, joules (all chips of the replica), FLOPs and DRAM bytes of an iteration or a part."""
+    """Seconds, joules (all chips of the replica), FLOPs, DRAM bytes and launched kernels (per
+    chip) of an iteration or a part.  ``seconds`` is device time until :meth:`LatencyModel.launched`
+    adds the host's share."""
 
     seconds: float = 0.0
     energy_j: float = 0.0
     flops: float = 0.0
     dram_bytes: float = 0.0
+    kernels: float = 0.0
 
     def __add__(self, o: "Cost") -> "Cost":
         return Cost(self.seconds + o.seconds, self.energy_j + o.energy_j, self.flops + o.flops,
-                    self.dram_bytes + o.dram_bytes)
+                    self.dram_bytes + o.dram_bytes, self.kernels + o.kernels)
 
     def scale(self, w: float) -> "Cost":
-        return Cost(self.seconds * w, self.energy_j * w, self.flops * w, self.dram_bytes * w)
+        return Cost(self.seconds * w, self.energy_j * w, self.flops * w, self.dram_bytes * w, self.kernels * w)
 
 
 ZERO = Cost()
@@ -88,7 +100,8 @@ ZERO = Cost()
 
 def _lerp(a: Cost, b: Cost, w: float) -> Cost:
     return Cost(a.seconds + w * (b.seconds - a.seconds), a.energy_j + w * (b.energy_j - a.energy_j),
-                a.flops + w * (b.flops - a.flops), a.dram_bytes + w * (b.dram_bytes - a.dram_bytes))
+                a.flops + w * (b.flops - a.flops), a.dram_bytes + w * (b.dram_bytes - a.dram_bytes),
+                a.kernels + w * (b.kernels - a.kernels))
 
 
 def _bracket(grid: list[int], x: float) -> tuple[int, int, float]:
@@ -153,7 +166,8 @@ class LatencyModel:
         ident = json.dumps({"v": TABLE_VERSION, "chip": chip.model_dump_json(), "model": model.model_dump_json(),
                             "precision": asdict(precision), "attention": self.attention,
                             "parallel": asdict(parallel), "options": repr(self.options),
-                            "stack": repr(self.stack),
+                            # the host rule prices launches, not grid points (LatencyModel.launched)
+                            "stack": repr(self.stack.model_copy(update={"host": None})),
                             "src": _source_hash()}, sort_keys=True, default=str)
         self.key = hashlib.sha256(ident.encode()).hexdigest()[:24]
         if cache_dir is False:
@@ -183,7 +197,7 @@ class LatencyModel:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"chip": self.chip.name, "model": self.model.name,
-                                   "points": {k: [c.seconds, c.energy_j, c.flops, c.dram_bytes]
+                                   "points": {k: [c.seconds, c.energy_j, c.flops, c.dram_bytes, c.kernels]
                                               for k, c in sorted(self.table.items())}}))
         os.replace(tmp, self.path)
         self._dirty = False
@@ -192,7 +206,7 @@ class LatencyModel:
     def _sum(self, trace, want) -> Cost:
         """The kernels the chip's software stack launches for ``trace`` (the lowering
         :func:`sim.apps.inference.run_trace` uses), those ``want`` keeps, summed."""
-        s = e = f = b = 0.0
+        s = e = f = b = n = 0.0
         for k in lower_trace(trace, self.stack):
             if not want(k):
                 continue
@@ -201,8 +215,9 @@ class LatencyModel:
             e += r.energy_pj * k.repeat
             f += r.flops * k.repeat
             b += r.dram_bytes * k.repeat
+            n += k.repeat
         c = self.chips
-        return Cost(s, e * 1e-12 * c, f * c, b * c)
+        return Cost(s, e * 1e-12 * c, f * c, b * c, n)
 
     @staticmethod
     def _is_attn(k) -> bool:
@@ -311,6 +326,23 @@ class LatencyModel:
         for n, p in prefill:
             c = c + self.prefill_attention(n, p)
         return c
+
+    def launched(self, c: Cost, graph: bool) -> Cost:
+        """``c`` (device time) as the iteration's wall time once the host has issued it, from the
+        stack's ``host`` rule (none: the device time).  A CUDA-graph iteration: the host builds its
+        inputs and replays the graph while the device idles, then the device runs
+        (``graph_replay_ns`` + device).  An eager iteration: the host launches kernel after kernel
+        and the device cannot run ahead of the launches, so the slower of the two sets the pace
+        (``max(device, kernels x eager_ns_per_kernel)``: the pipeline's bound, which leaves out
+        the last kernel's run after its launch and the first launch before the device starts)."""
+        h = self.stack.host
+        if h is None:
+            return c
+        if graph:
+            wall = c.seconds + h.graph_replay_ns * 1e-9
+        else:
+            wall = max(c.seconds, c.kernels * h.eager_ns_per_kernel * 1e-9)
+        return Cost(wall, c.energy_j, c.flops, c.dram_bytes, c.kernels)
 
     def exact(self, prefill=(), decode_seqs: int = 0, decode_context: int = 0, decode_new: int = 1) -> Cost:
         """The same iteration built by ``build_iteration`` and summed op by op (no grid):

@@ -20,7 +20,7 @@ import numpy as np
 
 from sim.apps.inference import _computes, _peak_flops, default_dtype
 from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
-from sim.apps.serving.latency import ZERO, LatencyModel
+from sim.apps.serving.latency import GRAPH_POLICIES, ZERO, LatencyModel
 from sim.apps.serving.metrics import ServingResult, check_slos, summarise
 from sim.apps.serving.schedulers import DecodePoolScheduler, get_scheduler
 from sim.apps.serving.schedulers.base import Seq
@@ -67,6 +67,7 @@ class ServeConfig:
     attention: str | None = None
     fidelity: str = "high"
     stack: str | None = None
+    graphs: str = "all"
     max_batch: int = DEFAULT_MAX_BATCH
     token_budget: int | None = None
     timeout_s: float | None = None
@@ -78,7 +79,7 @@ class ServeConfig:
     prefix_caching: bool = False
     speculative_k: int = 0
     speculative_alpha: Any = 0.7
-    draft_model: str | None = None
+    draft_model: Any = None             # a name, a path or a ModelSpec
     prefill_replicas: int | None = None
     kv_link_gb_per_s: float | None = None
     kv_link_latency_s: float | None = None
@@ -113,6 +114,8 @@ def _check(cfg: ServeConfig) -> None:
         raise WorkloadError(f"rate: must be a number > 0 requests/s, got {cfg.rate_per_s!r}")
     if cfg.router not in ROUTERS:
         raise UnknownNameError("router", cfg.router, ROUTERS)
+    if cfg.graphs not in GRAPH_POLICIES:
+        raise UnknownNameError("graphs policy", cfg.graphs, GRAPH_POLICIES)
     if cfg.preemption not in ("recompute", "swap"):
         raise UnknownNameError("preemption mode", cfg.preemption, ("recompute", "swap"))
     for n in ("token_budget", "kv_capacity_tokens", "max_queue"):
@@ -179,11 +182,12 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                        stack=cfg.stack)
     spec_dec = Speculative(cfg.speculative_k, cfg.speculative_alpha if not isinstance(cfg.speculative_alpha, list)
-                           else tuple(cfg.speculative_alpha), cfg.draft_model) if cfg.speculative_k else None
+                           else tuple(cfg.speculative_alpha),
+                           getattr(cfg.draft_model, "name", cfg.draft_model)) if cfg.speculative_k else None
     draft = None
     draft_spec = None
     if spec_dec and cfg.draft_model:
-        draft_spec = load_model_spec(cfg.draft_model)
+        draft_spec = load_model_spec(cfg.draft_model) if isinstance(cfg.draft_model, str) else cfg.draft_model
         draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                              stack=cfg.stack)
 
@@ -352,6 +356,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                 c = c + rep.draft.iteration((), nd, ctx, 1).scale(spec_dec.k - 1)
         return c
 
+    graphs_all, graphs_decode = cfg.graphs == "all", cfg.graphs == "decode"
+
     def replica(rep):
         sched = rep.sched
         while True:
@@ -369,7 +375,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
             dctx = 0
             for s in p.decode:
                 dctx += s.ctx
-            c = cost(rep, p, dctx) if (p.prefill or p.decode or p.padded) else ZERO
+            graph = graphs_all or (graphs_decode and not p.prefill)
+            c = rep.lat.launched(cost(rep, p, dctx), graph) if (p.prefill or p.decode or p.padded) else ZERO
             start = env.now
             dt = c.seconds + p.extra_s
             yield env.timeout(dt)
@@ -379,7 +386,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
                 pt += n
             its.append((rep.idx, rep.pool, start, env.now, pt, len(p.prefill), len(p.decode), p.padded,
                         dctx, len(sched.waiting), len(sched.running),
-                        sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s))
+                        sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s, int(graph)))
             sched.complete(p, env.now)
             state["last_event_s"] = env.now
 
@@ -451,7 +458,8 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     req_df = pd.DataFrame(rows)
     it_df = pd.DataFrame(its, columns=["replica", "pool", "start_s", "end_s", "prefill_tokens", "prefill_seqs",
                                        "decode_seqs", "padded_seqs", "decode_context_tokens", "waiting", "running",
-                                       "kv_used_blocks", "kv_blocks", "energy_j", "flops", "dram_bytes", "swap_s"])
+                                       "kv_used_blocks", "kv_blocks", "energy_j", "flops", "dram_bytes", "swap_s",
+                                       "graph"])
     tl_df = pd.DataFrame(timeline, columns=["time_s", "in_system", "waiting", "running", "kv_utilisation"])
     kvs = [r.sched.kv.stats() for r in replicas]
     kv_stats = {k: sum(d[k] for d in kvs) for k in ("prefix_lookups", "prefix_hits", "prefix_evictions")}
@@ -474,6 +482,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     conf = asdict(cfg)
     conf["prompt"] = repr(cfg.prompt)
     conf["output"] = repr(cfg.output)
+    conf["draft_model"] = getattr(cfg.draft_model, "name", cfg.draft_model)
     res = ServingResult(req_df, it_df, tl_df, summary, conf)
     object.__setattr__(res, "_replicas", replicas)   # for tests: the final KV state
     return res

@@ -14,9 +14,11 @@ from typing import Any
 
 from sim.apps.energy_report import llm_energy_components_j
 from sim.apps.inference import _peak_flops, run_llm
+from sim.apps.serving.simulator import serve
 from sim.apps.single_op import check_limits, simulate_gemm
+from sim.apps.sweep.spec import SERVING_METRICS, LengthSpec
 from sim.errors import SimError
-from sim.model.cost.energy import design_point_metrics, op_design_metrics
+from sim.model.cost.energy import area_report, design_point_metrics, op_design_metrics
 from sim.model.engine.lower import Options
 from sim.spec.chip import ChipSpec
 from sim.spec.model_spec import ModelSpec
@@ -68,6 +70,49 @@ def _llm(chip, model, wl: dict) -> dict[str, float]:
     return out
 
 
+#: summary keys of a serving run kept in a sweep row (see spec.SERVING_METRICS), plus energy_j,
+#: energy_per_token_j, mfu and mbu under their LLM names
+SERVING_KEYS = tuple(SERVING_METRICS) + ("energy_j", "energy_per_token_j", "mfu", "mbu")
+
+
+def _length(v):
+    return v if isinstance(v, int) else LengthSpec.model_validate(v).dist()
+
+
+def _serving(chip, model, wl: dict, draft) -> dict[str, float]:
+    """A serving point: :func:`sim.apps.serving.serve` with the workload's options; the row is
+    its summary (latency percentiles over finished requests, throughput, goodput, KV use...)."""
+    slos = {}
+    if wl["slo_ttft_ms"] is not None:
+        slos["ttft"] = wl["slo_ttft_ms"] / 1e3
+    if wl["slo_tpot_ms"] is not None:
+        slos["tpot"] = wl["slo_tpot_ms"] / 1e3
+    res = serve(chip, model, scheduler=wl["scheduler"], rate_per_s=wl["rate_per_s"], duration_s=wl["duration_s"],
+                num_requests=wl["num_requests"], arrival=wl["arrival"], cv=wl["cv"], prompt=_length(wl["prompt"]),
+                output=_length(wl["output"]), seed=wl["seed"], replicas=wl["replicas"],
+                prefill_replicas=wl["prefill_replicas"], router=wl["router"], max_batch=wl["max_batch"],
+                token_budget=wl["token_budget"],
+                timeout_s=None if wl["timeout_ms"] is None else wl["timeout_ms"] / 1e3,
+                block_tokens=wl["block_tokens"], kv_capacity_tokens=wl["kv_capacity_tokens"],
+                memory_utilisation=wl["memory_utilisation"], preemption=wl["preemption"],
+                prefix_caching=wl["prefix_caching"], prefix_groups=wl["prefix_groups"],
+                prefix_tokens=wl["prefix_tokens"], speculative_k=wl["speculative_k"], speculative_alpha=wl["alpha"],
+                draft_model=draft, kv_link_gb_per_s=wl["kv_link_gb_per_s"], graphs=wl["graphs"],
+                max_queue=wl["max_queue"], drain_s=wl["drain_s"], slos=slos,
+                price_per_chip_hour=wl["price_per_chip_hour"], dtype=wl["dtype"], weight_dtype=wl["weight_dtype"],
+                kv_dtype=wl["kv_dtype"], tensor_parallel=wl["tensor_parallel"],
+                pipeline_parallel=wl["pipeline_parallel"], attention=wl["attention"],
+                fidelity=wl.get("fidelity", "high"))
+    s = res.summary
+    out = {k: _f(s.get(k)) for k in SERVING_KEYS}
+    out["stable"] = 1.0 if s.get("stable") else 0.0
+    out.update(area_report(chip))
+    out["dram_gb_per_s"] = chip.memory.dram.peak_bytes_per_s / 1e9
+    span = _f(s.get("makespan_s"))
+    out["power_w"] = out["energy_j"] / span if span > 0 else float("nan")
+    return out
+
+
 def _gemm(chip, wl: dict) -> dict[str, float]:
     r = simulate_gemm(chip, m=wl["m"], k=wl["k"], n=wl["n"], count=wl["count"], dtype=wl["dtype"],
                       weight_dtype=wl["weight_dtype"], sparsity=wl["sparsity"], dataflow=wl["dataflow"],
@@ -91,6 +136,10 @@ def evaluate_point(task: dict) -> dict:
         wl = task["workload"]
         if wl["kind"] == "gemm":
             row.update(_gemm(chip, wl))
+        elif wl["kind"] == "serving":
+            draft = task.get("draft_model")
+            row.update(_serving(chip, ModelSpec.model_validate(task["model"]), wl,
+                                ModelSpec.model_validate(draft) if draft else None))
         else:
             row.update(_llm(chip, ModelSpec.model_validate(task["model"]), wl))
     except Exception as exc:  # noqa: BLE001 - a failed point is a row, the sweep goes on

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from sim.apps.store import content_hash
-from sim.apps.sweep.spec import _GEMM_ONLY, _LLM_ONLY, WORKLOAD_PREFIX, LoadedSpec, WorkloadSpec, format_value
+from sim.apps.sweep.spec import NOT_FOR, WORKLOAD_PREFIX, LoadedSpec, WorkloadSpec, format_value
 from sim.errors import ConfigError, ConfigProblem, SimError
 from sim.model.workload.models import load_model_spec
 from sim.spec.chip import ChipSpec
@@ -158,14 +158,16 @@ def _check_up_front(loaded: LoadedSpec, res: _Resolver, base: tuple[str, ...]) -
                                                       f"'{first_chip}': {extra}{p.message}", p.valid_keys))
             except SimError:
                 pass  # the chip itself: reported per point
-    model_varied = any(f"{WORKLOAD_PREFIX}model" in a.paths for a in loaded.axes)
-    if not model_varied:
+    for field in ("model", "draft_model"):
+        if any(f"{WORKLOAD_PREFIX}{field}" in a.paths for a in loaded.axes):
+            continue
         for i, w in enumerate(spec.workloads):
-            if w.kind == "llm":
-                _, _, err = res.model(str(w.model), w.model_set)
+            ref = getattr(w, field)
+            if w.kind in ("llm", "serving") and ref:
+                _, _, err = res.model(str(ref), w.model_set if field == "model" else None)
                 if err is not None:
-                    problems.append(ConfigProblem(src, loaded.line_of(("workloads", i, "model")),
-                                                  f"workloads.{i}.model", _short(err)))
+                    problems.append(ConfigProblem(src, loaded.line_of(("workloads", i, field)),
+                                                  f"workloads.{i}.{field}", _short(err)))
     if problems:
         raise ConfigError(problems)
 
@@ -206,7 +208,7 @@ def expand(loaded: LoadedSpec, extra_set: list[str] | None = None) -> list[Point
             if chip_err is not None:
                 pt.error = chip_msg
                 continue
-            skip = _GEMM_ONLY if w.kind == "llm" else _LLM_ONLY
+            skip = NOT_FOR[w.kind]
             upd = {k: v for k, v in wl_updates.items() if k not in skip}
             if upd:
                 try:
@@ -228,13 +230,23 @@ def expand(loaded: LoadedSpec, extra_set: list[str] | None = None) -> list[Point
                     continue
             else:
                 wl = w
-            model_dict = None
-            if wl.kind == "llm":
+            model_dict = draft_dict = None
+            if wl.kind in ("llm", "serving"):
                 _, model_dict, merr = res.model(str(wl.model), wl.model_set)
                 if merr is not None:
                     pt.error = f"invalid point: parameter {WORKLOAD_PREFIX}model = {wl.model}: {_short(merr)}"
                     continue
+            if wl.kind == "serving" and wl.draft_model:
+                _, draft_dict, merr = res.model(str(wl.draft_model))
+                if merr is not None:
+                    pt.error = (f"invalid point: parameter {WORKLOAD_PREFIX}draft_model = {wl.draft_model}: "
+                                f"{_short(merr)}")
+                    continue
             wparams = wl.params()
-            pt.hash = content_hash(chip_dict, {"workload": wparams, "model": model_dict})
-            pt.task = {"hash": pt.hash, "chip": chip_dict, "workload": wparams, "model": model_dict}
+            what = {"workload": wparams, "model": model_dict}
+            if draft_dict is not None:   # (only then: llm and gemm hashes stay as they were)
+                what["draft_model"] = draft_dict
+            pt.hash = content_hash(chip_dict, what)
+            pt.task = {"hash": pt.hash, "chip": chip_dict, "workload": wparams, "model": model_dict,
+                       "draft_model": draft_dict}
     return points

@@ -17,11 +17,19 @@ A spec is YAML (``sim sweep SPEC.yaml``) or the same structure as a Python dict:
         m: 2048
         k: 4096
         n: 4096
+      - kind: serving                 # kind: serving: request-level serving (sim serve's options)
+        model: llama3-8b
+        scheduler: chunked_prefill
+        rate_per_s: 8
+        duration_s: 30
+        prompt: {kind: lognormal, median: 256, sigma: 0.8, low: 16, high: 1536}
+        slo_ttft_ms: 200
     parameters:                       # Cartesian product of the axes; the last varies fastest
       cores.arrays.0.rows: [64, 128, 256]                           # a list
       memory.levels.vmem.capacity_kib: {from: 1024, to: 16384, num: 5, log: true}
       memory.levels.hbm.data_rate_gbps_per_pin: {from: 3.2, to: 9.6, step: 1.6}
       workload.batch: [1, 16]         # workload.<field> varies a workload field
+      workload.rate_per_s: [4, 8, 16] # (of the workloads it applies to: here the serving one)
       zip:                            # axes varied together: one axis of the product
         cores.arrays.0.cols: [64, 128, 256]
         cores.cores.count: [8, 4, 1]
@@ -40,17 +48,22 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import math
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sim.apps.serving.schedulers import SCHEDULERS
+from sim.apps.serving.workload import LengthDist
 from sim.errors import ConfigError, ConfigProblem
 from sim.spec.loader import YamlDoc, read_yaml, validate
 
-__all__ = ["WorkloadSpec", "SweepSpec", "Axis", "load_sweep_spec", "sweep_spec_from_dict", "METRICS",
-           "DEFAULT_LLM_METRICS", "DEFAULT_GEMM_METRICS", "BREAKDOWN_PREFIXES", "WORKLOAD_PREFIX"]
+__all__ = ["WorkloadSpec", "SweepSpec", "Axis", "LengthSpec", "load_sweep_spec", "sweep_spec_from_dict", "METRICS",
+           "SERVING_METRICS", "DEFAULT_LLM_METRICS", "DEFAULT_GEMM_METRICS", "DEFAULT_SERVING_METRICS",
+           "BREAKDOWN_PREFIXES", "WORKLOAD_PREFIX", "NOT_FOR"]
 
 Scalar = Union[bool, int, float, str]
 
@@ -93,25 +106,116 @@ METRICS: dict[str, str] = {
     "weight_bytes": "weight bytes",
     "bytes_per_chip": "weights + KV cache per chip (bytes)",
 }
+#: what a serving point reports (its run's summary; latencies over finished requests)
+SERVING_METRICS: dict[str, str] = {
+    **{f"{m}_p{p}_s": f"serving: {what} p{p} (s)" for m, what in (
+        ("ttft", "time to first token"), ("tpot", "time per output token (vLLM's definition)"),
+        ("e2e", "end-to-end latency"), ("itl", "inter-token latency, weighted by decoding sequences"),
+        ("queue", "queueing delay before the first iteration")) for p in (50, 90, 99)},
+    "throughput_req_per_s": "serving: finished requests per second",
+    "output_tokens_per_s": "serving: generated tokens per second (all replicas)",
+    "output_tokens_per_s_per_chip": "serving: generated tokens per second per chip",
+    "total_tokens_per_s": "serving: prompt + generated tokens per second",
+    "goodput_req_per_s": "serving: finished requests meeting every SLO per second (DistServe); needs an SLO",
+    "slo_attainment": "serving: share of requests meeting every SLO (0..1); needs an SLO",
+    "kv_utilisation_mean": "serving: KV-cache blocks in use, time-weighted mean (0..1)",
+    "kv_utilisation_max": "serving: KV-cache blocks in use, peak (0..1)",
+    "preemptions": "serving: sequences preempted (KV cache full)",
+    "finished": "serving: requests finished",
+    "dropped": "serving: requests dropped (max_queue)",
+    "unfinished": "serving: requests not finished when the run stopped (overload)",
+    "stable": "serving: 1 when every request finished and none was dropped, else 0",
+    "queue_growth_per_s": "serving: growth of the waiting queue over the second half of the arrivals (req/s)",
+    "batch_mean": "serving: sequences per iteration, time-weighted mean",
+    "mean_in_system": "serving: requests in the system, time-weighted mean",
+    "makespan_s": "serving: simulated seconds from the first arrival to the last event",
+    "energy_per_output_token_j": "serving: energy per generated token (J; idle time not costed)",
+    "cost_per_million_output_tokens": "serving: $ per million generated tokens; needs price_per_chip_hour",
+    "chips": "serving: chips of the deployment (replicas x tensor x pipeline parallel)",
+    "prefix_hit_rate": "serving: prefix-cache lookups that hit (0..1)",
+}
+METRICS.update(SERVING_METRICS)
 BREAKDOWN_PREFIXES = ("energy_j.", "energy_per_token_j.")
 DEFAULT_LLM_METRICS = ("seconds", "tokens_per_s", "mfu", "mbu", "energy_per_token_j", "power_w", "area_mm2",
                        "tokens_per_s_per_w", "tokens_per_s_per_mm2")
 DEFAULT_GEMM_METRICS = ("seconds", "tflops", "utilization", "energy_j", "power_w", "area_mm2", "tflops_per_w",
                         "tflops_per_mm2")
+DEFAULT_SERVING_METRICS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",
+                           "output_tokens_per_s_per_chip", "goodput_req_per_s", "kv_utilisation_mean", "preemptions",
+                           "stable")
+_DEFAULT_METRICS = {"llm": DEFAULT_LLM_METRICS, "gemm": DEFAULT_GEMM_METRICS, "serving": DEFAULT_SERVING_METRICS}
 WORKLOAD_PREFIX = "workload."
 _LLM_ONLY = ("model", "model_set", "phase", "batch", "prompt_len", "context_len", "new_tokens", "draft_tokens", "kv_dtype",
              "tensor_parallel", "pipeline_parallel", "attention", "allow_overflow")
 _GEMM_ONLY = ("m", "k", "n", "count", "row_length")
+#: the fields of sim serve's options (kind: serving only)
+_SERVING_ONLY = ("scheduler", "rate_per_s", "duration_s", "num_requests", "arrival", "cv", "prompt", "output", "seed",
+                 "replicas", "prefill_replicas", "router", "max_batch", "token_budget", "timeout_ms", "block_tokens",
+                 "kv_capacity_tokens", "memory_utilisation", "preemption", "prefix_caching", "prefix_groups",
+                 "prefix_tokens", "speculative_k", "alpha", "draft_model", "kv_link_gb_per_s", "graphs", "max_queue",
+                 "drain_s", "slo_ttft_ms", "slo_tpot_ms", "price_per_chip_hour")
+#: fields of the llm kind that a serving workload shares (the model and how it is deployed)
+_LLM_AND_SERVING = ("model", "model_set", "kv_dtype", "tensor_parallel", "pipeline_parallel", "attention")
+#: fields that do not apply to each kind (left alone by a workload.<field> axis, refused in
+#: the workload itself, kept out of its hash)
+NOT_FOR: dict[str, tuple[str, ...]] = {
+    "llm": _GEMM_ONLY + _SERVING_ONLY,
+    "gemm": _LLM_ONLY + _SERVING_ONLY,
+    "serving": _GEMM_ONLY + tuple(f for f in _LLM_ONLY if f not in _LLM_AND_SERVING) + ("sparsity", "dataflow",
+                                                                                         "memory"),
+}
+#: the choices of serving's named options (sim.apps.serving keeps the same lists; a test checks)
+ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
+GRAPH_POLICIES = ("all", "decode", "none")
+
+
+def _kinds_of(field: str) -> list[str]:
+    return [k for k, bad in NOT_FOR.items() if field not in bad]
+
+
+class LengthSpec(BaseModel):
+    """Prompt or output lengths of a serving workload: ``{kind: fixed, value: N}`` (or just
+    ``N``), ``{kind: uniform, low, high}``, ``{kind: lognormal, median, sigma, low, high}``
+    (clipped to [low, high])."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["fixed", "uniform", "lognormal"]
+    value: Optional[int] = Field(None, ge=1)
+    low: int = Field(1, ge=1)
+    high: int = Field(1 << 20, ge=1)
+    median: Optional[float] = Field(None, gt=0)
+    sigma: float = Field(0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _fields(self) -> "LengthSpec":
+        if self.kind == "fixed" and self.value is None:
+            raise ValueError("a fixed length needs 'value'")
+        if self.kind == "lognormal" and self.median is None:
+            raise ValueError("a lognormal length needs 'median' (and 'sigma', 'low', 'high')")
+        if self.high < self.low:
+            raise ValueError(f"'high' ({self.high}) is below 'low' ({self.low})")
+        return self
+
+    def dist(self):
+        """The :class:`sim.apps.serving.workload.LengthDist` it describes."""
+        if self.kind == "fixed":
+            return LengthDist("fixed", value=int(self.value))
+        if self.kind == "uniform":
+            return LengthDist("uniform", low=self.low, high=self.high)
+        return LengthDist("lognormal", mean_log=math.log(self.median), sigma_log=self.sigma, low=self.low,
+                          high=self.high)
 
 
 class WorkloadSpec(BaseModel):
     """One workload run at every point: an LLM iteration (``kind: llm``, the arguments of
-    :func:`sim.apps.inference.run_llm`) or one GEMM (``kind: gemm``)."""
+    :func:`sim.apps.inference.run_llm`), one GEMM (``kind: gemm``) or request-level serving
+    (``kind: serving``, the options of :func:`sim.apps.serving.serve`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Optional[str] = None
-    kind: Literal["llm", "gemm"] = "llm"
+    kind: Literal["llm", "gemm", "serving"] = "llm"
     # llm
     model: Optional[str] = None
     # edits of the model file, as `sim run --model-set` (``{max_context: 131072}``)
@@ -140,23 +244,73 @@ class WorkloadSpec(BaseModel):
     dataflow: Optional[str] = None
     memory: Literal["modeled", "ideal"] = "modeled"
     fidelity: Literal["high", "fast"] = "high"
+    # serving (sim serve's options; defaults as serve's)
+    scheduler: str = "continuous"
+    rate_per_s: float = Field(8.0, gt=0, allow_inf_nan=False)
+    duration_s: float = Field(60.0, gt=0, allow_inf_nan=False)
+    num_requests: Optional[int] = Field(None, ge=1)
+    arrival: Literal["poisson", "gamma", "fixed"] = "poisson"
+    cv: float = Field(1.0, gt=0, allow_inf_nan=False)
+    prompt: Union[int, LengthSpec] = 512
+    output: Union[int, LengthSpec] = 128
+    seed: int = Field(0, ge=0)
+    replicas: int = Field(1, ge=1)
+    prefill_replicas: Optional[int] = Field(None, ge=1)
+    router: Literal[ROUTERS] = "least_outstanding"  # type: ignore[valid-type]
+    max_batch: int = Field(256, ge=1)
+    token_budget: Optional[int] = Field(None, ge=1)
+    timeout_ms: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    block_tokens: int = Field(16, ge=1)
+    kv_capacity_tokens: Optional[int] = Field(None, ge=1)
+    memory_utilisation: float = Field(0.9, gt=0, le=1)
+    preemption: Literal["recompute", "swap"] = "recompute"
+    prefix_caching: bool = False
+    prefix_groups: int = Field(0, ge=0)
+    prefix_tokens: int = Field(0, ge=0)
+    speculative_k: int = Field(0, ge=0)
+    alpha: float = Field(0.7, ge=0, le=1)
+    draft_model: Optional[str] = None
+    kv_link_gb_per_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    graphs: Literal[GRAPH_POLICIES] = "all"  # type: ignore[valid-type]
+    max_queue: Optional[int] = Field(None, ge=0)
+    drain_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    slo_ttft_ms: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    slo_tpot_ms: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    price_per_chip_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler(cls, v: str) -> str:
+        key = str(v).replace("-", "_")
+        if key not in SCHEDULERS:
+            close = difflib.get_close_matches(key, list(SCHEDULERS), n=1)
+            raise ValueError(f"unknown scheduler '{v}'" + (f"; did you mean '{close[0]}'?" if close else "")
+                             + f" (schedulers: {', '.join(SCHEDULERS)})")
+        return key
+
+    @field_validator("prompt", "output")
+    @classmethod
+    def _length(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"a length must be >= 1 token, got {v}")
+        return v
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "WorkloadSpec":
         given = self.model_fields_set
-        if self.kind == "llm":
-            if not self.model:
-                raise ValueError("an llm workload needs 'model' (a name from `sim list workloads` or a path)")
-            wrong = [f for f in _GEMM_ONLY if f in given]
-            if wrong:
-                raise ValueError(f"{', '.join(wrong)}: only for kind: gemm")
-        else:
+        if self.kind in ("llm", "serving") and not self.model:
+            raise ValueError(f"an {self.kind} workload needs 'model' (a name from `sim list workloads` or a path)")
+        if self.kind == "gemm":
             missing = [f for f in ("m", "k", "n") if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"a gemm workload needs {', '.join(missing)}")
-            wrong = [f for f in _LLM_ONLY if f in given]
-            if wrong:
-                raise ValueError(f"{', '.join(wrong)}: only for kind: llm")
+        wrong = [f for f in NOT_FOR[self.kind] if f in given]
+        if wrong:
+            by: dict[str, list[str]] = {}
+            for f in wrong:
+                by.setdefault(" and ".join(_kinds_of(f)), []).append(f)
+            raise ValueError("; ".join(f"{', '.join(fs)}: only for kind: {k}" for k, fs in by.items())
+                             + f" (this workload is kind: {self.kind})")
         return self
 
     @property
@@ -165,20 +319,21 @@ class WorkloadSpec(BaseModel):
             return self.name
         if self.kind == "gemm":
             return f"gemm-{self.m}x{self.k}x{self.n}"
+        if self.kind == "serving":
+            return f"{Path(str(self.model)).stem}-serving"
         return f"{Path(str(self.model)).stem}-{self.phase}"
 
     def params(self) -> dict[str, Any]:
-        """The fields that define the simulation (everything but the name), for hashing."""
+        """The fields that define the simulation (everything but the name), for hashing.
+        Only the kind's own fields: an llm or gemm point's hash is what it was before serving
+        fields existed."""
         d = self.model_dump()
         d.pop("name", None)
         d.pop("model", None)  # the resolved model goes into the hash instead of its name
         d.pop("model_set", None)  # (and so do its edits)
-        if self.kind == "llm":
-            for f in _GEMM_ONLY:
-                d.pop(f, None)
-        else:
-            for f in _LLM_ONLY:
-                d.pop(f, None)
+        d.pop("draft_model", None)  # (and the resolved draft model)
+        for f in NOT_FOR[self.kind]:
+            d.pop(f, None)
         return d
 
 
@@ -316,6 +471,39 @@ def _axis_values(value: Any, where: str) -> list[Any]:
     return [value]  # one fixed value
 
 
+def _named_choices() -> dict[str, tuple]:
+    """Workload fields whose values are names (Literal fields, the scheduler) -> the names."""
+    out: dict[str, tuple] = {"scheduler": tuple(SCHEDULERS)}
+    for f, info in WorkloadSpec.model_fields.items():
+        stack, names = [info.annotation], []
+        while stack:
+            t = stack.pop()
+            if typing.get_origin(t) is Literal:
+                names.extend(typing.get_args(t))
+            elif typing.get_origin(t) in (Union, types.UnionType):
+                stack.extend(typing.get_args(t))
+        if names:
+            out[f] = tuple(names)
+    return out
+
+
+def _check_names(path: str, values: list) -> str | None:
+    """A name no workload field accepts (a misspelt scheduler, router, phase...): every point
+    with it would fail, so it is reported against the spec, not per point."""
+    field = path[len(WORKLOAD_PREFIX):] if path.startswith(WORKLOAD_PREFIX) else None
+    allowed = _named_choices().get(field) if field else None
+    if allowed is None:
+        return None
+    for v in values:
+        key = v.replace("-", "_") if field == "scheduler" and isinstance(v, str) else v
+        if key in allowed:
+            continue
+        close = difflib.get_close_matches(str(v), [str(a) for a in allowed], n=1)
+        return (f"{path} = {v!r}: not a {field}" + (f"; did you mean '{close[0]}'?" if close else "")
+                + f" ({field}: {', '.join(map(str, allowed))})")
+    return None
+
+
 def parse_axes(spec: SweepSpec, doc: YamlDoc | None) -> list[Axis]:
     """The spec's parameters as axes; problems name the spec file, line and key."""
     source = doc.source if doc is not None else "<sweep spec>"
@@ -369,6 +557,9 @@ def parse_axes(spec: SweepSpec, doc: YamlDoc | None) -> list[Axis]:
                     try:
                         cols.append(_axis_values(v, ".".join(map(str, ploc))))
                         paths.append(p)
+                        bad = _check_names(p, cols[-1])
+                        if bad:
+                            raise ValueError(bad)
                     except ValueError as exc:
                         problems.append(ConfigProblem(source, line(ploc), ".".join(map(str, ploc)), str(exc)))
                         ok = False
@@ -387,6 +578,9 @@ def parse_axes(spec: SweepSpec, doc: YamlDoc | None) -> list[Axis]:
             continue
         try:
             vals = _axis_values(value, key)
+            bad = _check_names(key, vals)
+            if bad:
+                raise ValueError(bad)
         except ValueError as exc:
             problems.append(ConfigProblem(source, line(loc), ".".join(map(str, loc)), str(exc)))
             continue
@@ -401,9 +595,9 @@ def check_metrics(spec: SweepSpec, doc: YamlDoc | None) -> list[str]:
     if spec.metrics is None:
         kinds = {w.kind for w in spec.workloads}
         out: list[str] = []
-        for k in ("llm", "gemm"):
+        for k in ("llm", "gemm", "serving"):
             if k in kinds:
-                for m in (DEFAULT_LLM_METRICS if k == "llm" else DEFAULT_GEMM_METRICS):
+                for m in _DEFAULT_METRICS[k]:
                     if m not in out:
                         out.append(m)
         return out
