@@ -44,10 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sim.errors import ConfigError, ConfigProblem
-from sim.spec.loader import YamlDoc, read_yaml, validate
+from sim.spec.loader import YamlDoc, parse_override, read_yaml, validate
 
 __all__ = ["WorkloadSpec", "SweepSpec", "Axis", "load_sweep_spec", "sweep_spec_from_dict", "METRICS",
            "DEFAULT_LLM_METRICS", "DEFAULT_GEMM_METRICS", "BREAKDOWN_PREFIXES", "WORKLOAD_PREFIX"]
@@ -114,7 +114,8 @@ class WorkloadSpec(BaseModel):
     kind: Literal["llm", "gemm"] = "llm"
     # llm
     model: Optional[str] = None
-    # edits of the model file, as `sim run --model-set` (``{max_context: 131072}``)
+    # edits of the model file, as `sim run --model-set`: ``{max_context: 131072}`` or
+    # ``["max_context=131072"]`` (stored as the mapping, so both hash alike)
     model_set: Optional[dict[str, Scalar]] = None
     phase: Literal["prefill", "decode", "generate"] = "decode"
     batch: int = Field(1, ge=1)
@@ -140,6 +141,22 @@ class WorkloadSpec(BaseModel):
     dataflow: Optional[str] = None
     memory: Literal["modeled", "ideal"] = "modeled"
     fidelity: Literal["high", "fast"] = "high"
+
+    @field_validator("model_set", mode="before")
+    @classmethod
+    def _model_set_list(cls, v):
+        if isinstance(v, (list, tuple)):
+            out = {}
+            for item in v:
+                if not isinstance(item, str):
+                    raise ValueError(f"expected 'key=value' strings, got {item!r}")
+                try:
+                    key, value = parse_override(item, "model_set")
+                except ConfigError as exc:
+                    raise ValueError("; ".join(p.message for p in exc.problems) + f" (got {item!r})") from None
+                out[key] = value
+            return out
+        return v
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "WorkloadSpec":
