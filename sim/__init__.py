@@ -6,7 +6,9 @@ Public API (this facade; everything else is an implementation module):
 * :func:`simulate` / :func:`simulate_gemm` - one op on a chip -> :class:`OpResult`
 * :func:`run_llm` - a model's prefill / decode / generation on a chip -> :class:`LlmRun` (frozen, typed
   metrics and op rows; ``to_dict()`` is ``sim run --json``; a read-only mapping for dict-style code),
-  its ops lowered to kernels by the chip's software stack (``stack=``; :mod:`sim.model.stacks`)
+  its ops lowered to kernels by the chip's software stack (``stack=``; :mod:`sim.model.stacks`); the
+  model edited first with ``model_set=["max_context=131072"]`` or ``{"max_context": 131072}``, as
+  ``sim run --model-set`` (:func:`serve` takes ``model_set=`` too; a sweep workload ``model_set:``)
 * :func:`sweep` - a design-space sweep (YAML spec or dict) -> pandas DataFrame
 * :func:`validate` - predicted vs measured GPU cases -> pandas DataFrame
 * :func:`serve` - request-level serving (SimPy) on a chip -> per-request and per-iteration DataFrames

@@ -48,7 +48,7 @@ class ConfigError(SimError):
             problems = [problems]
         self.problems: list[ConfigProblem] = list(problems)
         files = sorted({p.file for p in self.problems})
-        head = header or (
+        self.header = head = header or (
             f"invalid configuration in {', '.join(files)}: {len(self.problems)} problem"
             + ("s" if len(self.problems) != 1 else "")
         )
@@ -65,6 +65,14 @@ class MappingError(SimError):
 
 class WorkloadError(SimError):
     """A workload, trace file or model description cannot be used."""
+
+
+class ModelSpecError(ConfigError, WorkloadError):
+    """A model description, or an edit of it (``--model-set``, ``model_set=``), is invalid.
+
+    A :class:`ConfigError` (every problem with its file, line and dotted key, did-you-mean
+    hints) that is also a :class:`WorkloadError`, so code that guards a run against unusable
+    workloads catches a bad model the same way."""
 
 
 class UnknownNameError(SimError):

@@ -179,7 +179,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             collective: str = "ring",
             attention: str | None = None, stack: str | None = None, options: Options | None = None,
             allow_overflow: bool = False,
-            progress: bool = False) -> LlmRun:
+            progress: bool = False, model_set=None) -> LlmRun:
     """Simulate a model on a chip.
 
     ``phase``: ``prefill`` (one forward pass over ``prompt_len`` tokens per sequence, behind
@@ -190,13 +190,20 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     units for it).  Raises WorkloadError when weights and KV cache do not fit the chips'
     memory, unless ``allow_overflow``.
 
+    ``model_set`` edits the model before the run, as ``sim run --model-set`` does:
+    ``["max_context=131072", "num_layers=16"]`` (values read as YAML) or
+    ``{"max_context": 131072}``; dotted keys reach nested values.  ``model`` may be a name,
+    a path or a loaded :class:`~sim.spec.model_spec.ModelSpec`.  A bad edit raises
+    :class:`~sim.errors.ModelSpecError` (a WorkloadError and a ConfigError) naming the key,
+    with a did-you-mean for a misspelt one.
+
     Returns an :class:`~sim.apps.results.LlmRun` (frozen, typed fields; ``to_dict()`` is the
     JSON of ``sim run --json``; a read-only mapping for code written against the dict this
     returned before).
     """
     if isinstance(chip, str):
         chip = load_chip(chip)
-    spec = load_model_spec(model) if isinstance(model, str) else model
+    spec = load_model_spec(model, overrides=model_set)
     if phase not in ("prefill", "decode", "generate"):
         raise WorkloadError(f"phase must be prefill, decode or generate, got {phase!r}")
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("new_tokens", new_tokens)):

@@ -59,10 +59,10 @@ def _nonempty(what: str):
 
 def _finish_parser(sub) -> None:
     """What every subcommand shares: -q/-v, help on every option, no empty --dataflow;
-    `sim run` also takes --model-set."""
+    `sim run` and `sim serve` also take --model-set."""
     for name, sp in sub.choices.items():
         opts = {o for a in sp._actions for o in a.option_strings}
-        if name == "run" and "--model-set" not in opts:
+        if name in ("run", "serve") and "--model-set" not in opts:
             sp.add_argument("--model-set", action="append", metavar="DOTTED.KEY=VALUE",
                             help="override a model value, e.g. --model-set max_context=131072 (repeatable)")
         if "-q" not in opts:

@@ -63,10 +63,6 @@ def _checked_chip(args):
 
     chip = load_chip(args.chip, overrides=args.set or [])
     check_limits(chip)
-    if getattr(args, "model_set", None):
-        from sim.model.workload.models import load_model_spec
-
-        args.model = load_model_spec(args.model, overrides=list(args.model_set))
     return chip
 
 
@@ -81,7 +77,8 @@ def run(args) -> int:
                   tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
                   collective=args.collective,
                   attention=args.attention, stack=args.stack, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
-                  allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False))
+                  allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False),
+                  model_set=getattr(args, "model_set", None))
     if args.json:
         print(json.dumps(res.to_dict(), default=_json_default))
         return 0

@@ -146,7 +146,8 @@ def run(args) -> int:
                 graphs=args.graphs,
                 max_queue=args.max_queue, drain_s=args.drain, slos=_slos(args),
                 price_per_chip_hour=args.price_per_chip_hour,
-                progress=not args.no_progress and not args.json and sys.stderr.isatty())
+                progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+                model_set=getattr(args, "model_set", None))
     if args.out:
         res.save(args.out)
     if args.json:

@@ -309,7 +309,10 @@ class SramLevel(_Spec):
     ``capacity_kib`` and ``bytes_per_cycle`` are per core for ``scope: core`` and for the
     whole chip for ``scope: chip``.  ``partition`` reserves space per operand (``None`` =
     one unified buffer); ``double_buffered`` means half of each buffer is filled while the
-    other half is used.
+    other half is used.  ``latency_cycles`` is the access latency: for the per-core tile
+    buffer, the read-to-use latency a step pays when its operands have just landed (the
+    engine hides it when they landed earlier; 0 under ideal memory); for a chip-level
+    level, the hit latency of the shared cache.
     """
 
     kind: Literal["sram"]

@@ -213,16 +213,19 @@ def read_yaml(path: str | Path) -> YamlDoc:
 # --------------------------------------------------------------------------- overrides
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """Split ``dotted.path=value``; the value is read as YAML (numbers, lists, booleans)."""
+def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
+    """Split ``dotted.path=value``; the value is read as YAML (numbers, lists, booleans).
+    ``flag`` names the option in error messages (``--set``, ``--model-set``)."""
+    if not isinstance(text, str):
+        raise ConfigError(ConfigProblem(flag, 0, repr(text), "expected a 'dotted.path=value' string"))
     if "=" not in text:
-        raise ConfigError(ConfigProblem("--set", 0, text, "expected dotted.path=value"))
+        raise ConfigError(ConfigProblem(flag, 0, text, "expected dotted.path=value"))
     path, raw = text.split("=", 1)
     path = path.strip()
     if not path:
-        raise ConfigError(ConfigProblem("--set", 0, text, "empty key path"))
+        raise ConfigError(ConfigProblem(flag, 0, text, "empty key path"))
     try:
-        value = parse_yaml_text(raw, f"--set {text}").data if raw.strip() else ""
+        value = parse_yaml_text(raw, f"{flag} {text}").data if raw.strip() else ""
     except LimitError:
         raise
     except ConfigError:
@@ -230,16 +233,19 @@ def parse_override(text: str) -> tuple[str, Any]:
     return path, value
 
 
-def apply_overrides(doc: YamlDoc, overrides: dict[str, Any] | list[str] | None) -> YamlDoc:
+def apply_overrides(doc: YamlDoc, overrides: dict[str, Any] | list[str] | None, flag: str = "--set") -> YamlDoc:
     """Return a copy of ``doc`` with ``dotted.path=value`` overrides applied.
 
     Intermediate mappings are created when missing (so optional blocks can be set);
-    list items are addressed by index or by their ``name`` field.
+    list items are addressed by index or by their ``name`` field.  ``flag`` names the
+    option in error messages (``--set`` for chips, ``--model-set`` for models).
     """
     if not overrides:
         return doc
+    if isinstance(overrides, str):
+        overrides = [overrides]
     if isinstance(overrides, (list, tuple)):
-        overrides = dict(parse_override(o) for o in overrides)
+        overrides = dict(parse_override(o, flag) for o in overrides)
     import copy
 
     data = copy.deepcopy(doc.data)
@@ -255,7 +261,7 @@ def apply_overrides(doc: YamlDoc, overrides: dict[str, Any] | list[str] | None) 
                 if idx is None:
                     names = [str(x.get("name")) for x in node if isinstance(x, dict) and "name" in x]
                     raise ConfigError(ConfigProblem(
-                        f"--set {dotted}", 0, _dotted(loc),
+                        f"{flag} {dotted}", 0, _dotted(loc),
                         f"no list item '{step}' (use an index 0..{len(node) - 1}"
                         + (f" or a name: {', '.join(names)})" if names else ")")))
                 loc.append(idx)
@@ -273,9 +279,9 @@ def apply_overrides(doc: YamlDoc, overrides: dict[str, Any] | list[str] | None) 
                     node = node[step]
             else:
                 raise ConfigError(ConfigProblem(
-                    f"--set {dotted}", 0, _dotted(loc), "cannot descend into a plain value"))
+                    f"{flag} {dotted}", 0, _dotted(loc), "cannot descend into a plain value"))
         lines.setdefault(tuple(loc), 0)
-    return YamlDoc(data, lines, doc.source + " (with --set overrides)")
+    return YamlDoc(data, lines, doc.source + f" (with {flag} overrides)")
 
 
 def _list_index(items: list, step: str) -> int | None:
@@ -522,7 +528,8 @@ def validate(model: type[M], doc: YamlDoc, context: dict[str, Any] | None = None
         raise ConfigError(validation_problems(model, exc, doc)) from None
 
 
-def load_model(model: type[M], path: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> M:
-    """Read ``path`` as YAML, apply overrides, validate as ``model``."""
-    doc = apply_overrides(read_yaml(path), overrides)
+def load_model(model: type[M], path: str | Path, overrides: dict[str, Any] | list[str] | None = None,
+               flag: str = "--set") -> M:
+    """Read ``path`` as YAML, apply overrides (``flag`` names them in errors), validate as ``model``."""
+    doc = apply_overrides(read_yaml(path), overrides, flag)
     return validate(model, doc)

@@ -9,6 +9,7 @@ import itertools
 
 from sim.apps.serving.simulator import ServeConfig, _requests, serve
 from sim.errors import UnknownNameError, WorkloadError
+from sim.model.workload.models import load_model_spec
 
 #: what a search reports per candidate (summary keys)
 COLUMNS = ("finished", "unfinished", "dropped", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",
@@ -27,13 +28,16 @@ def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
 
 
 def search(chip, model, grid: dict, *, slos: dict | None = None, min_attainment: float = 0.9, requests=None,
-           progress: bool = False, **fixed):
+           progress: bool = False, model_set=None, **fixed):
     """Simulate every combination of ``grid`` (``{"replicas": [1, 2], "tensor_parallel": [1, 2],
     "scheduler": ["continuous", "chunked_prefill"], "token_budget": [512, 2048]}``) with the
     ``fixed`` serve parameters; returns a DataFrame, one row per deployment, with
-    ``meets_slo`` and ``pareto`` columns, best goodput per chip first."""
+    ``meets_slo`` and ``pareto`` columns, best goodput per chip first.  ``model_set`` edits
+    the model (as :func:`~sim.apps.serving.simulator.serve`); a bad model or edit is raised
+    here, once, not recorded as a failed deployment."""
     import pandas as pd
 
+    model = load_model_spec(model, overrides=model_set)
 
     if not grid:
         raise WorkloadError("search: the grid names no parameter")

@@ -150,8 +150,11 @@ def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
                     prefix_groups=cfg.prefix_groups, prefix_tokens=cfg.prefix_tokens, seed=cfg.seed)
 
 
-def serve(chip, model, requests=None, **kwargs) -> ServingResult:
+def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingResult:
     """Simulate serving ``model`` on replicas of ``chip``; returns a :class:`ServingResult`.
+
+    ``model_set`` edits the model first, as ``run_llm(model_set=...)`` and ``--model-set``
+    do (``["max_context=131072"]`` or ``{"max_context": 131072}``).
 
     ``requests``: a sequence of :class:`~.workload.Request` (else generated from ``rate_per_s``,
     ``duration_s`` or ``num_requests``, ``arrival``, ``prompt``, ``output``, ``seed``, or replayed
@@ -168,7 +171,7 @@ def serve(chip, model, requests=None, **kwargs) -> ServingResult:
     slos = check_slos(cfg.slos)
     if isinstance(chip, str):
         chip = load_chip(chip)
-    spec = load_model_spec(model) if isinstance(model, str) else model
+    spec = load_model_spec(model, overrides=model_set)
     sched_cls = get_scheduler(cfg.scheduler)
     reqs = _requests(cfg, requests)
 

@@ -59,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sim.apps.serving.schedulers import SCHEDULERS
 from sim.apps.serving.workload import LengthDist
 from sim.errors import ConfigError, ConfigProblem
-from sim.spec.loader import YamlDoc, read_yaml, validate
+from sim.spec.loader import YamlDoc, parse_override, read_yaml, validate
 
 __all__ = ["WorkloadSpec", "SweepSpec", "Axis", "LengthSpec", "load_sweep_spec", "sweep_spec_from_dict", "METRICS",
            "SERVING_METRICS", "DEFAULT_LLM_METRICS", "DEFAULT_GEMM_METRICS", "DEFAULT_SERVING_METRICS",
@@ -218,7 +218,8 @@ class WorkloadSpec(BaseModel):
     kind: Literal["llm", "gemm", "serving"] = "llm"
     # llm
     model: Optional[str] = None
-    # edits of the model file, as `sim run --model-set` (``{max_context: 131072}``)
+    # edits of the model file, as `sim run --model-set`: ``{max_context: 131072}`` or
+    # ``["max_context=131072"]`` (stored as the mapping, so both hash alike)
     model_set: Optional[dict[str, Scalar]] = None
     phase: Literal["prefill", "decode", "generate"] = "decode"
     batch: int = Field(1, ge=1)
@@ -293,6 +294,22 @@ class WorkloadSpec(BaseModel):
     def _length(cls, v):
         if isinstance(v, int) and v < 1:
             raise ValueError(f"a length must be >= 1 token, got {v}")
+        return v
+
+    @field_validator("model_set", mode="before")
+    @classmethod
+    def _model_set_list(cls, v):
+        if isinstance(v, (list, tuple)):
+            out = {}
+            for item in v:
+                if not isinstance(item, str):
+                    raise ValueError(f"expected 'key=value' strings, got {item!r}")
+                try:
+                    key, value = parse_override(item, "model_set")
+                except ConfigError as exc:
+                    raise ValueError("; ".join(p.message for p in exc.problems) + f" (got {item!r})") from None
+                out[key] = value
+            return out
         return v
 
     @model_validator(mode="after")

@@ -125,6 +125,10 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
     buf = chip.memory.core_srams[-1]
     fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle / max(1, prob.blocks_per_core)
+    # the tile buffer's access latency, where a pipelined schedule cannot hide it: the
+    # array's first read of a tile that just landed (kernels/engine.py); ideal memory has
+    # none, as SCALE-Sim's stall-free numbers have none
+    fp[K.F_SRAM_LATENCY_CYCLES] = 0.0 if ideal else float(buf.latency_cycles)
     if l2_levels:
         fp[K.F_L2_BYTES_PER_CYCLE] = sum(s.bytes_per_cycle for s in l2_levels)
         fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)

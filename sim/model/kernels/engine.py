@@ -15,6 +15,13 @@ each operand, one compute of the tile on the core's arrays):
   by the version before the current one;
 * compute of step s starts when its loads have arrived and step s-1 has finished; a core
   whose data is late stalls;
+* the core-local SRAM's access latency (F_SRAM_LATENCY_CYCLES) is paid where a pipelined
+  schedule cannot hide it, as read-to-use: the array's first read of a tile that has just
+  landed returns data that many cycles after the landing.  Reads of a tile that landed
+  earlier are issued ahead of use, under the previous step's compute, and stream at the
+  port's rate, so a core whose data is early never pays it (SCALE-Sim's read buffers hide
+  their hit latency the same way; a store's read-out of the output buffer is overlapped
+  with the next tile's compute, and only the op's last one could expose it - not modelled);
 * output tiles (final results, or partial sums when the reduction is split) drain through
   a write queue when the last step that accumulates into them finishes;
 * all cores' DMA chunks are served in global time order (an event heap), so the DRAM's
@@ -90,7 +97,8 @@ F_DMA_ISSUE_CYCLES = 14      # DMA engine issue interval per chunk
 F_QUANTUM_CYCLES = 15        # a core keeps issuing until it is this far ahead of the next core
 F_MULTICAST_WINDOW = 16      # cycles within which cluster partners share one pull of a tile
 F_L2_SET_BYTES = 17          # bytes one chip-level cache set holds (tiles of any size share it)
-F_LEN = 18
+F_SRAM_LATENCY_CYCLES = 18   # core-local SRAM access latency: read-to-use of a tile that just landed
+F_LEN = 19
 
 # ---- per-core statistics (float64 [P, S_LEN]) -------------------------------------------
 S_COMPUTE = 0       # cycles the arrays were busy
@@ -785,9 +793,11 @@ def _set_current_step(c, s, inst, cur, tmp):
 
 
 @kernel(_nrt=False, inline='always')
-def _compute_step(geo, ctab, c, ext_cur, load_done, load_ready, comp_end, stats, hist):
-    """Run the current step of core ``c`` on its arrays once its loads have arrived and its
-    previous step has finished; returns (edge code, ``ctab`` row)."""
+def _compute_step(geo, ctab, fp, c, ext_cur, nxf, load_done, load_ready, comp_end, stats, hist):
+    """Run the current step of core ``c`` on its arrays once its loads have arrived (and,
+    for a step that loaded tiles, one SRAM access latency later: the array's first read of
+    a freshly landed tile) and its previous step has finished; returns (edge code,
+    ``ctab`` row)."""
     ecode = 0
     if ext_cur[c, 0] < geo[G_MT]:
         ecode += 4
@@ -797,7 +807,10 @@ def _compute_step(geo, ctab, c, ext_cur, load_done, load_ready, comp_end, stats,
         ecode += 1
     row = c if ctab.shape[0] > 1 else 0
     cyc = ctab[row, ecode]
-    ready_t = max(load_done[c], load_ready[c])
+    ready_t = load_ready[c]
+    if nxf[c] > 0:
+        # read-to-use: data that landed at load_done reaches the array one access later
+        ready_t = max(ready_t, load_done[c] + fp[F_SRAM_LATENCY_CYCLES])
     cstart = max(comp_end[c], ready_t)
     if stats[c, S_FIRST_COMPUTE] < 0.0:
         stats[c, S_FIRST_COMPUTE] = cstart
@@ -963,7 +976,8 @@ def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cycl
                 blocked, stats, l2, mc, hk, hc, hsize, noc_free, l2_free, l2_clock, n_blocked)
             if all_issued:
                 # all loads of the current step issued: compute it, move to the next step
-                ecode, row = _compute_step(geo, ctab, c, ext_cur, load_done, load_ready, comp_end, stats, hist)
+                ecode, row = _compute_step(geo, ctab, fp, c, ext_cur, nxf, load_done, load_ready, comp_end, stats,
+                                           hist)
                 _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, ecode, row, nsteps, active, tile_of, next_tile,
                               cur, prev, comp_end, xcur, wq, wq_ready, wq_tail, stats, tmp)
         # ---------- reschedule the core ------------------------------------------------

@@ -915,7 +915,8 @@ def build_iteration(model: ModelSpec, batch: Iteration | _Seq[Sequence] | Sequen
     if it.max_kv_len > model.max_context:
         raise WorkloadError(
             f"a sequence reaches {it.max_kv_len} tokens, beyond max_context {model.max_context} of {model.name} "
-            f"(override max_context to explore longer contexts)")
+            f"(to explore longer contexts edit the model: --model-set max_context={it.max_kv_len} on the command "
+            f"line, model_set=['max_context={it.max_kv_len}'] in Python, model_set: in a sweep workload)")
     ops, meta = _build_cached(model, it, precision, attention, parallel, include_lm_head, include_embedding,
                               moe_skew, compact)
     return Trace(ops, copy.deepcopy(meta))

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import sim.spec.catalog as catalog
-from sim.errors import UnknownNameError
-from sim.spec.loader import load_model
+from sim.errors import ConfigError, ConfigProblem, ModelSpecError, UnknownNameError
+from sim.spec.loader import LimitError, YamlDoc, apply_overrides, load_model, validate
 from sim.spec.model_spec import ModelSpec
 
 ENV_WORKLOAD_DIR = catalog.KINDS["models"].env_var
@@ -23,28 +24,55 @@ def list_models() -> list[str]:
     return catalog.names("models")
 
 
-def load_model_spec(name_or_path: str | Path | ModelSpec,
-                    overrides: dict[str, Any] | list[str] | None = None) -> ModelSpec:
-    """Load a :class:`ModelSpec` by name (``"llama3-8b"``) or by path to a YAML file.
+#: how model edits are named in error messages (``sim run --model-set``, ``run_llm(model_set=...)``,
+#: a sweep workload's ``model_set:``)
+MODEL_SET_FLAG = "--model-set"
 
-    ``overrides`` are ``{"dotted.key": value}`` or ``["key=value", ...]`` edits applied
-    before validation (e.g. ``{"num_layers": 2}``).  Errors name the file and line; an
-    unknown name raises :class:`~sim.errors.UnknownNameError` listing the known ones.
+
+def _normalise_overrides(overrides) -> dict[str, Any] | list[str] | None:
+    """``overrides`` as :func:`sim.spec.loader.apply_overrides` takes them: a mapping of dotted
+    keys, or a list of ``key=value`` strings (one string alone is a list of one)."""
+    if overrides is None:
+        return None
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        return {str(k): v for k, v in overrides.items()}
+    if isinstance(overrides, (list, tuple)):
+        return list(overrides)
+    raise ModelSpecError(ConfigProblem(MODEL_SET_FLAG, 0, "", "model edits must be a mapping {key: value} or a "
+                                       f"list of 'key=value' strings, got {type(overrides).__name__}"))
+
+
+def load_model_spec(name_or_path: str | Path | ModelSpec,
+                    overrides: Mapping[str, Any] | list[str] | str | None = None) -> ModelSpec:
+    """Load a :class:`ModelSpec` by name (``"llama3-8b"``) or by path to a YAML file, or edit
+    one already loaded.
+
+    ``overrides`` are ``{"dotted.key": value}`` or ``["key=value", ...]`` edits (the
+    ``sim run --model-set`` syntax: values read as YAML) applied before validation (e.g.
+    ``{"num_layers": 2}``).  An invalid file or edit raises
+    :class:`~sim.errors.ModelSpecError` (a ConfigError naming the file, line and key, with a
+    did-you-mean for a misspelt key, that is also a WorkloadError); an unknown name raises
+    :class:`~sim.errors.UnknownNameError` listing the known ones.
     """
-    if isinstance(name_or_path, ModelSpec):
-        if overrides:
-            data = name_or_path.model_dump()
-            for key, value in (overrides.items() if isinstance(overrides, dict) else
-                               (o.split("=", 1) for o in overrides)):
-                data[key] = value
-            return ModelSpec.model_validate(data)
-        return name_or_path
-    text = str(name_or_path)
-    path = Path(text)
-    looks_like_path = path.suffix in (".yaml", ".yml") or os.sep in text or "/" in text
-    if looks_like_path or path.is_file():
-        return load_model(ModelSpec, path, overrides)
-    found = catalog.find("models", text)
-    if found is not None:
-        return load_model(ModelSpec, found, overrides)
+    overrides = _normalise_overrides(overrides)
+    try:
+        if isinstance(name_or_path, ModelSpec):
+            if not overrides:
+                return name_or_path
+            doc = YamlDoc(name_or_path.model_dump(mode="python"), {}, f"model {name_or_path.name}")
+            return validate(ModelSpec, apply_overrides(doc, overrides, MODEL_SET_FLAG))
+        text = str(name_or_path)
+        path = Path(text)
+        looks_like_path = path.suffix in (".yaml", ".yml") or os.sep in text or "/" in text
+        if looks_like_path or path.is_file():
+            return load_model(ModelSpec, path, overrides, MODEL_SET_FLAG)
+        found = catalog.find("models", text)
+        if found is not None:
+            return load_model(ModelSpec, found, overrides, MODEL_SET_FLAG)
+    except (ModelSpecError, LimitError):
+        raise   # a file over the loader's limits stays a LimitError
+    except ConfigError as exc:
+        raise ModelSpecError(exc.problems, header=exc.header) from None
     raise UnknownNameError("model", text, list_models())
