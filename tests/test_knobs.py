@@ -153,9 +153,6 @@ def _fixed_clock(name: str) -> tuple:
 #: knobs found inert or wrong, measured (strict: the test fails once they are fixed)
 _XFAIL = {
     ("never-cores", "blackwell_b200"): "cores x2 makes a 64 MiB copy 3.4 % slower (x0.966)",
-    ("never-cores", "scalesim_32x32"): "cores x2 makes a decode GEMV 4.4 % slower (x0.956): the two cores "
-                                       "share the 10 B/cycle NoC",
-    ("never-cores", "tpu_v1"): "cores x2 makes a copy 1.3 % slower (x0.987)",
 }
 
 

@@ -29,6 +29,7 @@ from sim.model.dataflow import get_dataflow
 from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                                       vector_cycles)
 from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
+from sim.model.memory.dram import dram_params
 from sim.spec.chip import kernel_entry
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 
@@ -398,4 +399,5 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
                         port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
                         ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
-                        l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30)
+                        l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30,
+                        dram=None if ideal else dram_params(dram))
