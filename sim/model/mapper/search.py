@@ -319,14 +319,26 @@ class MemoryBudget:
     l2_bytes_per_cycle: float = 1e30  # chip-level cache bandwidth
     dram: Any = None            # the DRAM model's parameters (DramParams); None: every pattern at peak
 
-    def dram_efficiency(self, prob: TileProblem, which: str, mt, nt, kt) -> np.ndarray:
+    def window_chunks(self, prob: TileProblem, cores: int) -> int | None:
+        """DRAM chunks the cores keep in flight, counted as the engine counts them: each
+        core's requests (the kernel's own limit or the DRAM level's, shared by the blocks
+        on a core) in interleave-block chunks (sim.model.kernels.engine.run_tiled), so
+        tile rows shorter than a block hold fewer bytes in flight."""
+        if self.dram is None:
+            return None
+        d = self.dram
+        per_core = max(1, (prob.max_outstanding or d.max_outstanding_requests_per_core) // max(1, prob.blocks_per_core))
+        return max(1, cores) * max(1, per_core * d.access_bytes // max(d.interleave_bytes, d.access_bytes))
+
+    def dram_efficiency(self, prob: TileProblem, which: str, mt, nt, kt, in_flight: int | None = None) -> np.ndarray:
         """Fraction of the DRAM peak operand ``which`` is read at with each candidate
-        tile (:func:`operand_pattern` through :func:`sim.model.memory.dram.stream_efficiency`)."""
+        tile (:func:`operand_pattern` through :func:`sim.model.memory.dram.stream_efficiency`)
+        with ``in_flight`` chunks in flight (None: plenty)."""
         seg, stride = operand_pattern(prob, which, mt, nt, kt)
         if self.dram is None:
             return np.ones(seg.shape)
         pairs, inv = np.unique(np.stack([seg.ravel(), stride.ravel()]), axis=1, return_inverse=True)
-        vals = np.array([stream_efficiency(self.dram, int(a), int(b)) for a, b in pairs.T])
+        vals = np.array([stream_efficiency(self.dram, int(a), int(b), in_flight) for a, b in pairs.T])
         return vals[np.asarray(inv).ravel()].reshape(seg.shape)
 
     def shared_by(self, blocks: int) -> "MemoryBudget":
@@ -390,10 +402,12 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
     orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
     peak = mem.dram_bytes_per_cycle
     # the DRAM rate each operand's tiles are read at (a tile's rows: its contiguous length
-    # at the tensor's row pitch); partial sums and results go out at the C tile's
-    eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT)
-    eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT) if prob.has_b else np.ones(len(MT))
-    eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT)
+    # at the tensor's row pitch, with the chunks the cores keep in flight); partial sums
+    # and results go out at the C tile's
+    window = mem.window_chunks(prob, cores)
+    eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
+    eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
+    eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
 
     if prob.distribution == "cyclic":
         allow_cyclic = True

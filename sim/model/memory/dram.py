@@ -893,10 +893,13 @@ _PATTERN_WINDOWS_IN_FLIGHT = 8
 
 
 @functools.lru_cache(maxsize=4096)
-def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int) -> float:
+def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_flight_chunks: int | None = None) -> float:
     """Fraction of the pin peak that a long read stream of ``seg_bytes``-byte segments
     ``stride_bytes`` apart sustains: the rows of a tile, i.e. a tile's contiguous length
     and its tensor's row pitch (``stride_bytes <= seg_bytes``: one contiguous stream).
+    ``in_flight_chunks``: the chunks (a tile row's pieces within one interleave block)
+    the requesters keep in flight, as the engine counts its cores' windows (None: plenty,
+    what the device itself sustains).
 
     Measured, not fitted: the pattern runs through the DRAM kernel itself
     (:func:`sim.model.kernels.dram.dram_stream`, cut into interleave-block chunks as the
@@ -919,8 +922,14 @@ def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int) -> float
     n_seg = max(8, min(-(-want // chunks_per_seg), (p.capacity_bytes - seg) // max(stride, 1)))
     addrs = np.arange(n_seg, dtype=np.int64) * stride
     quiet = dataclasses.replace(p, t_refi_ns=0.0)
-    r = DramModel(quiet).stream(addrs, seg, max_outstanding=_PATTERN_WINDOWS_IN_FLIGHT * little_window(p),
-                                in_order=False)
+    plenty = _PATTERN_WINDOWS_IN_FLIGHT * little_window(p)
+    if in_flight_chunks is None:
+        window = plenty
+    else:
+        # the kernel's stream counts a chunk as its access-granularity requests
+        units = min(-(-seg // p.access_bytes), max(1, p.interleave_bytes // p.access_bytes))
+        window = max(1, min(plenty, int(in_flight_chunks) * units))
+    r = DramModel(quiet).stream(addrs, seg, max_outstanding=window, in_order=False)
     done = np.maximum.accumulate(r["done_ns"])
     first = n_seg // 4
     t_ns = float(done[-1] - done[first - 1])
