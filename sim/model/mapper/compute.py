@@ -72,7 +72,7 @@ def choose_array(chip, rate_class: str, sparse_2_4: bool = False, dataflow: str 
             continue
         sp = bool(sparse_2_4 and arr.sparsity_2_4)
         cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df,
-                           bool(getattr(arr, "fold_overlap", False)), float(getattr(arr, "sparse_2_4_speedup", 2.0)))
+                           arr.overlaps_folds(df, used_class), float(arr.sparse_2_4_speedup))
         if best is None or cand.peak_macs_per_cycle_per_core() > best.peak_macs_per_cycle_per_core():
             best = cand
     if best is None:
