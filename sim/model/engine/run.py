@@ -42,9 +42,11 @@ _MEMO_MAX = 4096
 
 
 def clear_cache() -> None:
-    """Forget every memoised op result and engine run (benchmarks time cold runs)."""
+    """Forget every memoised op result, engine run and DRAM pattern rate (benchmarks time
+    cold runs)."""
     _MEMO.clear()
     kernel_run.clear()
+    stream_efficiency.cache_clear()
 
 
 def _chip_key(chip) -> Any:
@@ -92,9 +94,10 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
         # no kernel library: the distinct tiles the estimate cannot tell apart are simulated
         top, tie = fid["refine"], RANK_TIE
     cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
-    if len(cands) > fid["refine_large"] and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal,
-                                                               options.fidelity) is not None:
-        cands = cands[:fid["refine_large"]]  # large problems: fewer candidates, each is costly to simulate
+    # large problems: fewer candidates, each is costly to simulate (the tie band's only its pick)
+    large = fid["refine_large"] if tie is None else 1
+    if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
+        cands = cands[:large]
     best = None
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
