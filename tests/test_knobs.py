@@ -156,9 +156,6 @@ _XFAIL = {
     # SRAM read-to-use latency at 0, 10, 20, 23, 30 cycles cores x2 gives x0.991, 1.000, 0.991,
     # 0.979, 0.973 on a100_sxm4_80gb and x0.966, 1.004, 1.075, 1.075, 1.022 on blackwell_b200
     ("never-cores", "a100_sxm4_80gb"): "cores x2 makes a 16 MiB copy 2.1 % slower (x0.979)",
-    ("never-cores", "scalesim_32x32"): "cores x2 makes a decode GEMV 4.4 % slower (x0.956): the two cores "
-                                       "share the 10 B/cycle NoC",
-    ("never-cores", "tpu_v1"): "cores x2 makes a copy 1.3 % slower (x0.987)",
 }
 
 

@@ -40,6 +40,11 @@ __all__ = [
     "resolve_rate_class",
 ]
 
+#: bytes of the word an output-stationary PE keeps: a 32-bit accumulator (TPU v1's "4 MiB of
+#: 32-bit accumulators", Jouppi et al. ISCA 2017; fp32 accumulation on tensor cores, PTX ISA
+#: mma/wgmma), whatever the format of the inputs
+ACCUMULATOR_BYTES = 4
+
 SCHEMA_VERSION = 1
 #: dataflow names an array may list (weight-, output-, input-, row-stationary)
 DATAFLOWS = ("ws", "os", "is", "rs")
@@ -183,8 +188,11 @@ class ArraySpec(_Spec):
     register_file_bytes_per_pe: _int(0, 1 << 20) = 0
     # True: the next fold's stationary operand is loaded while the current fold runs (the
     # TPU's double-buffered weight FIFO; GPU tensor cores issuing MMAs back to back), so a
-    # tile pays one fill and drain, not one per fold.  False is SCALE-Sim's schedule.
-    fold_overlap: Flag = False
+    # tile pays one fill and drain, not one per fold.  False is SCALE-Sim's schedule (every
+    # fold pays its own).  Not given: derived from the PE's register file
+    # (:meth:`overlaps_folds`) - a PE that holds two stationary words double-buffers; one
+    # with no room for a second copy (or no register_file_bytes_per_pe stated) does not.
+    fold_overlap: Optional[Flag] = None
 
     @field_validator("dataflows")
     @classmethod
@@ -210,6 +218,20 @@ class ArraySpec(_Spec):
     def pes(self) -> int:
         """PEs in one copy of the array (rows x cols)."""
         return self.rows * self.cols
+
+    def overlaps_folds(self, dataflow: str, rate_class: str, stationary_words: int = 1) -> bool:
+        """Whether consecutive folds overlap (the next stationary operand loads during the
+        current fold): ``fold_overlap`` when the file says, else whether the PE's register
+        file has room for a second copy of what stays in it - ``stationary_words`` weights
+        (WS: 1; RS: the row length) or inputs (IS) of the rate class's width, or an
+        accumulator (OS, :data:`ACCUMULATOR_BYTES`)."""
+        if self.fold_overlap is not None:
+            return bool(self.fold_overlap)
+        if dataflow == "os":
+            word_bytes = ACCUMULATOR_BYTES
+        else:
+            word_bytes = get_format(resolve_rate_class(rate_class)).bits / 8
+        return self.register_file_bytes_per_pe >= 2 * max(1, stationary_words) * word_bytes
 
     def rate_for(self, rate_class: str) -> tuple[float, str]:
         """(MACs per PE per cycle, rate class actually used) for ops of ``rate_class``.

@@ -29,6 +29,7 @@ from sim.model.dataflow import get_dataflow
 from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                                       vector_cycles)
 from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
+from sim.model.memory.dram import dram_params
 from sim.spec.chip import kernel_entry
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 
@@ -86,6 +87,17 @@ def _dataflow_model(choice: ArrayChoice, opts: Options):
     return get_dataflow(choice.dataflow)
 
 
+def _with_row_length(chip, choice: ArrayChoice, df) -> ArrayChoice:
+    """``choice`` with fold overlap derived for the row length the dataflow runs at: a
+    row-stationary PE keeps ``row_length`` weights, so double-buffering them takes twice
+    that many words (:meth:`sim.spec.chip.ArraySpec.overlaps_folds`)."""
+    words = int(getattr(df, "row_length", 1) or 1)
+    if words <= 1:
+        return choice
+    arr = next(a for a in chip.cores.arrays if a.name == choice.name)
+    return dataclasses.replace(choice, fold_overlap=arr.overlaps_folds(choice.dataflow, choice.rate_class, words))
+
+
 def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
     """Preferred tile granularity along (m, n, k): the array dims mapped onto them."""
     units = {"m": 1, "n": 1, "k": 1}
@@ -103,6 +115,7 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
     rate = compute_rate_class(op.dtype, op.weight_dtype)
     choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
     df = _dataflow_model(choice, opts)
+    choice = _with_row_length(chip, choice, df)
     if op.sparsity == "2:4":
         b_bpe = sparse_2_4_bytes(op.b_dtype, op.k * op.n) / (op.k * op.n)
     else:
@@ -160,6 +173,7 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> Lowered
                               array_name=opts.array)
         math_dtype = op.kv_format
     df = _dataflow_model(choice, opts)
+    choice = _with_row_length(chip, choice, df)
     ms = getattr(chip, "mapping", None)
     group = op.heads // op.kv_heads
     packing = ms.attention_gqa_packing if ms is not None else "always"
@@ -400,4 +414,5 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
                         port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
                         ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
-                        l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30)
+                        l2_bytes_per_cycle=float(sum(s.bytes_per_cycle for s in chip.memory.chip_srams)) or 1e30,
+                        dram=None if ideal else dram_params(dram))

@@ -31,7 +31,8 @@ from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lower_op, memory_budget
-from sim.model.mapper.search import search_top
+from sim.model.mapper.search import RANK_TIE, search_top
+from sim.model.memory.dram import stream_efficiency
 from sim.spec.dtypes import get_format
 
 #: candidate mappings whose estimate is within this factor of the best are simulated
@@ -41,9 +42,11 @@ _MEMO_MAX = 4096
 
 
 def clear_cache() -> None:
-    """Forget every memoised op result and engine run (benchmarks time cold runs)."""
+    """Forget every memoised op result, engine run and DRAM pattern rate (benchmarks time
+    cold runs)."""
     _MEMO.clear()
     kernel_run.clear()
+    stream_efficiency.cache_clear()
 
 
 def _chip_key(chip) -> Any:
@@ -83,11 +86,18 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     budget = memory_budget(chip, ideal and not prob.causal)
     ms = getattr(chip, "mapping", None)
     fid = FIDELITY[options.fidelity]
-    top = min(ms.refine_candidates, fid["refine"]) if (ms is not None and not ideal) else 1
-    cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k)
-    if len(cands) > fid["refine_large"] and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal,
-                                                               options.fidelity) is not None:
-        cands = cands[:fid["refine_large"]]  # large problems: fewer candidates, each is costly to simulate
+    if ideal:
+        top, tie = 1, None
+    elif ms is not None:
+        top, tie = min(ms.refine_candidates, fid["refine"]), None
+    else:
+        # no kernel library: the distinct tiles the estimate cannot tell apart are simulated
+        top, tie = fid["refine"], RANK_TIE
+    cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
+    # large problems: fewer candidates, each is costly to simulate (the tie band's only its pick)
+    large = fid["refine_large"] if tie is None else 1
+    if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
+        cands = cands[:large]
     best = None
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
@@ -116,8 +126,10 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
 
 
 def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: bool,
-                split_menu: tuple[int, ...] | None = None):
-    """(estimate, problem, mapping, split-K factor) of the best ``top`` mappings.
+                split_menu: tuple[int, ...] | None = None, tie: float | None = None):
+    """(estimate, problem, mapping, split-K factor) of the best ``top`` mappings - with
+    ``tie``, of the best ``top`` distinct tiles (loop orders of one tile count once) whose
+    estimates are within ``tie`` of the best one.
 
     GEMMs may split k from the chip's ``split_k`` menu: S slices of k run as S times as
     many instances writing fp32 partial sums, then a reduction pass sums them (its
@@ -137,19 +149,44 @@ def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: b
         p = group if S == 1 else dataclasses.replace(group, count=prob.count * S, k=-(-prob.k // S),
                                                       layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
         try:
-            maps = search_top(p, cores * blocks, budget.shared_by(blocks), top)
+            # loop orders of a tile come in pairs that the estimate cannot tell apart
+            maps = search_top(p, cores * blocks, budget.shared_by(blocks), top if tie is None else 6 * top)
         except MappingError as exc:
             error = exc
             continue
         extra = 0.0
         if S > 1:
             out_el = prob.count * prob.m * prob.n
-            extra = (S * out_el * 4 + out_el * prob.layout.c) / (budget.dram_bytes_per_cycle * 0.9)
+            # the reduction pass streams contiguously: at the DRAM's sequential rate
+            seq = stream_efficiency(budget.dram, 1, 0) if budget.dram is not None else 1.0
+            extra = (S * out_el * 4 + out_el * prob.layout.c) / (budget.dram_bytes_per_cycle * seq)
             if chip.runtime is not None:
                 extra += chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9
         out.extend((m.estimated_cycles + extra, p, m, S) for m in maps)
     if not out:
         raise error if error is not None else MappingError(f"op '{prob.name}': no mapping found")
+    if tie is not None:
+        # the mapper's pick first, then distinct tiles within the tie band in the order of
+        # their estimates - first those of a k tile not yet taken (the k tile sets both
+        # the length of the DRAM rows a tile is read in and the folds per output tile,
+        # what the estimate sees least exactly), then the rest
+        lo = min(c[0] for c in out)
+        seen, band = set(), []
+        for c in out:
+            m = c[2]
+            key = (c[3], m.distribution, m.partition, m.tile_m, m.tile_n, m.tile_k)
+            if c[0] <= lo * tie and key not in seen:
+                seen.add(key)
+                band.append(c)
+        if not band:
+            return out[:1]
+        kept, ks = band[:1], {band[0][2].tile_k}
+        for c in band[1:]:
+            if len(kept) < top and c[2].tile_k not in ks:
+                kept.append(c)
+                ks.add(c[2].tile_k)
+        kept += [c for c in band[1:] if c not in kept][:top - len(kept)]
+        return kept
     out.sort(key=lambda c: c[0])
     # only candidates the estimate cannot tell apart are worth simulating
     return [c for c in out[:top] if c[0] <= out[0][0] * REFINE_WITHIN]

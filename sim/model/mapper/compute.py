@@ -72,7 +72,7 @@ def choose_array(chip, rate_class: str, sparse_2_4: bool = False, dataflow: str 
             continue
         sp = bool(sparse_2_4 and arr.sparsity_2_4)
         cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df,
-                           bool(getattr(arr, "fold_overlap", False)), float(getattr(arr, "sparse_2_4_speedup", 2.0)))
+                           arr.overlaps_folds(df, used_class), float(arr.sparse_2_4_speedup))
         if best is None or cand.peak_macs_per_cycle_per_core() > best.peak_macs_per_cycle_per_core():
             best = cand
     if best is None:
@@ -137,7 +137,10 @@ def gemm_step_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
 def overlapped_parts(dataflow_model, m, k, n, rows, cols):
     """(streaming, tail) cycles when folds overlap: while one fold streams, the next
     fold's stationary operand is loaded, so every fold costs max(its stream, the next
-    load) and the tile pays the first load and the last fill/drain once (``tail``).
+    load), and an output tile's chain of folds pays once (``tail``) the first load and the
+    last fill/drain - less what its last fold saved by having no next load to wait for:
+    ``load + stream - max(stream, load)``, i.e. ``min(load, stream)``.  A chain of one
+    fold thus costs load + stream + fill/drain, exactly SCALE-Sim's schedule.
 
     From SCALE-Sim's per-fold schedule ``load + stream + fill/drain`` (WS/IS: load R,
     stream T, fill/drain R + C - 2; OS: no load, stream T (k), fill/drain R + C - 2; RS:
@@ -151,7 +154,7 @@ def overlapped_parts(dataflow_model, m, k, n, rows, cols):
     cpf = np.asarray(rep.cycles_per_fold)
     fill_drain = cpf - stream - load
     folds = np.asarray(rep.folds)
-    return folds * np.maximum(stream, load), load + fill_drain
+    return folds * np.maximum(stream, load), np.minimum(load, stream) + fill_drain
 
 
 def vector_cycles(chip, ops) -> np.ndarray:

@@ -15,6 +15,13 @@ Candidates are ranked by an analytic estimate - compute cycles from the dataflow
 closed form for every tile shape that occurs, DRAM bytes from the loop order's reuse, and
 the memory bandwidths as bounds; the event engine then simulates the chosen one.  The
 search space size, the chosen mapping and its estimate are reported.
+
+The DRAM term charges each operand's bytes at the rate the DRAM sustains for the way its
+tiles are read (:func:`operand_pattern`: rows of the tile's contiguous length at the
+tensor's row pitch), measured on the DRAM kernel itself
+(:func:`sim.model.memory.dram.stream_efficiency`): 64-byte rows 8 KiB apart reach half
+of what 128-byte rows do on a DDR3 channel pair, and the estimate has to see that to rank
+a GEMV's tiles.
 """
 from __future__ import annotations
 
@@ -27,11 +34,9 @@ import numpy as np
 
 from sim.errors import MappingError
 from sim.ir.lowered import TileProblem
+from sim.model.memory.dram import stream_efficiency
 
 ORDERS = ("mnk", "nmk", "mkn", "nkm", "kmn", "knm")
-# For ranking only (never in results): the fraction of peak DRAM bandwidth a long stream
-# achieves (the DRAM model measures 85-95%, docs/dram_model.md).
-_RANK_DRAM_EFFICIENCY = 0.9
 
 
 @dataclass(frozen=True)
@@ -178,16 +183,39 @@ def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
     """DRAM (read, write) bytes of one block-mode core; exact for the engine's reuse rule
     when no chip-level cache catches a re-fetch.  Causal skipping is ignored (an upper
     bound)."""
+    a, b, c_rd, c_wr = block_traffic_parts(prob, order, mt, nt, kt, mm, nn, kk, count)
+    return a + b + c_rd, c_wr
+
+
+def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
+    """:func:`block_traffic` by operand: (A read, B read, partial sums read back, C
+    written) bytes."""
     trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
-    rd = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
-    if prob.has_b:
-        rd = rd + footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
+    a = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
+    b = (footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
+         if prob.has_b else np.zeros_like(a))
     visits = _reload_factor(order, prob.c_dims, trips) if prob.reduction else np.ones_like(trips["m"])
     c_final = footprint_bytes(prob, "c", mm, nn, kk, count)
     c_psum = c_final / prob.layout.c * prob.layout.psum
-    wr = c_final + (visits - 1) * c_psum
-    rd = rd + (visits - 1) * c_psum
-    return rd, wr
+    return a, b, (visits - 1) * c_psum, c_final + (visits - 1) * c_psum
+
+
+def operand_pattern(prob: TileProblem, which: str, mt, nt, kt):
+    """How the engine's DMA reads (or writes) one tile of an operand, per candidate tile:
+    (segment bytes, stride bytes).  A tile is rows along the operand's first dim, each a
+    contiguous run of its last dim at the tensor's row pitch (sim.model.kernels.engine,
+    ``_make_transfer``); a tile spanning the whole last dim, or an operand whose rows are
+    an untiled fixed extent, is one contiguous run (stride 0)."""
+    dims = getattr(prob, f"{which}_dims")
+    bpe = getattr(prob.layout, which)
+    shape = np.broadcast(mt, nt, kt).shape
+    if len(dims) < 2:
+        return np.full(shape, 1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+    ext = {"m": np.asarray(mt), "n": np.asarray(nt), "k": np.asarray(kt)}[dims[-1]]
+    full = {"m": prob.m, "n": prob.n, "k": prob.k}[dims[-1]]
+    seg = np.broadcast_to(np.ceil(np.minimum(ext, full) * bpe), shape).astype(np.int64)
+    stride = np.where(np.broadcast_to(ext, shape) >= full, 0, int(np.ceil(full * bpe)))
+    return np.maximum(seg, 1), stride.astype(np.int64)
 
 
 def pipeline_stages(prob: TileProblem, mt, nt, kt, default: int):
@@ -224,7 +252,14 @@ def tiles_fit(mem: "MemoryBudget", a_b, b_b, c_b):
 
 def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
     """Σ compute cycles over every tile of a sub-problem (full and edge tiles), with one
-    ``tail_fn`` per output tile (one visit each: the estimate assumes k innermost)."""
+    ``tail_fn`` per output tile (one visit each, as with k innermost)."""
+    return sum(_sum_compute_parts(prob, mt, nt, kt, mm, nn, kk, count))
+
+
+def _sum_compute_parts(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
+    """:func:`_sum_compute` as (steps, tails): the tails are paid once per visit of an
+    output tile, so a loop order that leaves an output tile between its k-steps pays them
+    once per visit (see :func:`_visits`)."""
     shape = np.broadcast(mt, nt, kt, mm, nn, kk).shape
     parts = []
     for dim_size, t in ((mm, mt), (nn, nt), (kk, kt)):
@@ -248,15 +283,26 @@ def _sum_compute(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
     cyc = prob.cycles_fn(sms, sns, sks)
     tail = prob.tail_fn(sms, sns, sks) if prob.tail_fn is not None else None
     total = np.zeros(shape)
+    tails = np.zeros(shape)
     for i in range(8):
         total = total + counts[i] * cyc[i]
         if tail is not None:
-            total = total + visits[i] * tail[i]
+            tails = tails + visits[i] * tail[i]
     if prob.causal and prob.k > 1:
         # fraction of (m, k) tile pairs a causal mask keeps, estimated for ranking
         keep = np.clip((prob.causal_past + 0.5 * prob.m / max(1, prob.causal_group)) / prob.k, 0.0, 1.0)
         total = total * keep
-    return total * count
+        tails = tails * keep
+    return total * count, tails * count
+
+
+def _visits(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk):
+    """Visits of each output tile under a loop order: 1 when its k-steps run back to
+    back (k inside every loop over C's dims), else the trips of the loops between."""
+    if not prob.reduction:
+        return np.ones(np.broadcast(mt, nt, kt).shape)
+    trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
+    return _reload_factor(order, prob.c_dims, trips)
 
 
 @dataclass(frozen=True)
@@ -271,6 +317,29 @@ class MemoryBudget:
     ideal: bool
     latency_cycles: float = 0.0  # DRAM round trip of one request, for the pipelining term
     l2_bytes_per_cycle: float = 1e30  # chip-level cache bandwidth
+    dram: Any = None            # the DRAM model's parameters (DramParams); None: every pattern at peak
+
+    def window_chunks(self, prob: TileProblem, cores: int) -> int | None:
+        """DRAM chunks the cores keep in flight, counted as the engine counts them: each
+        core's requests (the kernel's own limit or the DRAM level's, shared by the blocks
+        on a core) in interleave-block chunks (sim.model.kernels.engine.run_tiled), so
+        tile rows shorter than a block hold fewer bytes in flight."""
+        if self.dram is None:
+            return None
+        d = self.dram
+        per_core = max(1, (prob.max_outstanding or d.max_outstanding_requests_per_core) // max(1, prob.blocks_per_core))
+        return max(1, cores) * max(1, per_core * d.access_bytes // max(d.interleave_bytes, d.access_bytes))
+
+    def dram_efficiency(self, prob: TileProblem, which: str, mt, nt, kt, in_flight: int | None = None) -> np.ndarray:
+        """Fraction of the DRAM peak operand ``which`` is read at with each candidate
+        tile (:func:`operand_pattern` through :func:`sim.model.memory.dram.stream_efficiency`)
+        with ``in_flight`` chunks in flight (None: plenty)."""
+        seg, stride = operand_pattern(prob, which, mt, nt, kt)
+        if self.dram is None:
+            return np.ones(seg.shape)
+        pairs, inv = np.unique(np.stack([seg.ravel(), stride.ravel()]), axis=1, return_inverse=True)
+        vals = np.array([stream_efficiency(self.dram, int(a), int(b), in_flight) for a, b in pairs.T])
+        return vals[np.asarray(inv).ravel()].reshape(seg.shape)
 
     def shared_by(self, blocks: int) -> "MemoryBudget":
         """One block's share when ``blocks`` run on a core at once: its SRAM (each
@@ -331,7 +400,14 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
     MT, NT, KT, buffers = MT[fits], NT[fits], KT[fits], buffers[fits]
     sram = (a_b + b_b + c_b)[fits]
     orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
-    dram_bw = mem.dram_bytes_per_cycle * _RANK_DRAM_EFFICIENCY
+    peak = mem.dram_bytes_per_cycle
+    # the DRAM rate each operand's tiles are read at (a tile's rows: its contiguous length
+    # at the tensor's row pitch, with the chunks the cores keep in flight); partial sums
+    # and results go out at the C tile's
+    window = mem.window_chunks(prob, cores)
+    eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
+    eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
+    eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
 
     if prob.distribution == "cyclic":
         allow_cyclic = True
@@ -346,30 +422,38 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         mult = {tuple(s): int(np.sum(np.all(np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2],
                                                         ranges[:, 5] - ranges[:, 4]], axis=1) == s, axis=1)))
                 for s in sizes}
-        comp_max = np.zeros(len(MT))
-        for (cnt, mm, nn) in mult:
-            if cnt <= 0 or mm <= 0 or nn <= 0:
-                continue
-            comp = _sum_compute(prob, MT, NT, KT, mm, nn, prob.k, cnt)
-            comp_max = np.maximum(comp_max, comp)
-        core_bw = np.minimum(mem.port_bytes_per_cycle, dram_bw / len(ranges))
+        comp_parts = [(mm, nn, _sum_compute_parts(prob, MT, NT, KT, mm, nn, prob.k, cnt))
+                      for (cnt, mm, nn) in mult if cnt > 0 and mm > 0 and nn > 0]
         for order in orders:
+            # the busiest core bounds compute; an output tile left between its k-steps pays
+            # its array's fill/drain (tail) at every visit
+            comp_max = np.zeros(len(MT))
+            for mm, nn, (steps_c, tails_c) in comp_parts:
+                comp_max = np.maximum(comp_max, steps_c + tails_c * _visits(prob, order, MT, NT, KT, mm, nn, prob.k))
             rd = np.zeros(len(MT))
             wr = np.zeros(len(MT))
-            per_core_max = np.zeros(len(MT))
+            dram_time = np.zeros(len(MT))
+            classes = []
             for (cnt, mm, nn), times in mult.items():
                 if cnt <= 0 or mm <= 0 or nn <= 0:
                     continue
-                r, w = block_traffic(prob, order, MT, NT, KT, mm, nn, prob.k, cnt)
-                rd = rd + r * times
-                wr = wr + w * times
+                a, b, c_rd, c_wr = block_traffic_parts(prob, order, MT, NT, KT, mm, nn, prob.k, cnt)
+                rd = rd + (a + b + c_rd) * times
+                wr = wr + c_wr * times
+                dram_time = dram_time + (a / eff_a + b / eff_b + (c_rd + c_wr) / eff_c) * times / peak
+                classes.append((cnt, mm, nn, a + b + c_rd + c_wr))
+            # all cores' traffic shares the DRAM at the rate its patterns sustain
+            dram_bw = (rd + wr) / np.maximum(dram_time, 1e-30)
+            core_bw = np.minimum(mem.port_bytes_per_cycle, dram_bw / len(ranges))
+            per_core_max = np.zeros(len(MT))
+            for cnt, mm, nn, moved in classes:
                 steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
                 # double buffering keeps at most `buffers` steps' loads in flight, so each
                 # step costs at least (latency + its bytes / bandwidth) / buffers
-                step_bytes = (r + w) / steps
+                step_bytes = moved / steps
                 per_step = np.maximum(step_bytes / core_bw, (mem.latency_cycles + step_bytes / core_bw) / buffers)
                 per_core_max = np.maximum(per_core_max, steps * per_step)
-            mem_time = np.maximum((rd + wr) / dram_bw, per_core_max)
+            mem_time = np.maximum(dram_time, per_core_max)
             mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
             # prologue and epilogue: the first tiles arrive before compute starts, the
             # last output tile leaves after it ends
@@ -378,7 +462,7 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             last = footprint_bytes(prob, "c", MT, NT, KT, 1) / core_bw
             est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
             evaluated += len(MT)
-            for i in _pick_many(est, rd + wr, MT * NT * KT, top):
+            for i in _pick_many(est, rd + wr, MT, NT, KT, top):
                 cand = (float(est[i]), float(rd[i] + wr[i]), -float(MT[i] * NT[i] * KT[i]))
                 entry = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges),
                          int(buffers[i]))
@@ -423,18 +507,22 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             dram_rd = fetched
             l2_time = 0.0 * fetched
         traffic = dram_rd + c_all
+        # DRAM time at the rate each operand's pattern sustains (A and B in the shares
+        # their panels are fetched in)
+        share_a = tiles_out * a_panel / np.maximum(tiles_out * (a_panel + b_panel), 1e-30)
+        dram_time = (dram_rd * (share_a / eff_a + (1 - share_a) / eff_b) + c_all / eff_c) / peak
         # Little's law per core: at most `buffers` steps' loads are in flight, so a step
         # takes at least (round trip + its bytes through the port) / buffers
         step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
                                                                   if prob.has_b else 0.0)
         latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / mem.port_bytes_per_cycle) / buffers
-        mem_time = np.maximum.reduce([traffic / dram_bw, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
+        mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
                                       latency_time])
         first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
                                                               if prob.has_b else 0.0)) / mem.port_bytes_per_cycle
         est = np.maximum(comp, mem_time) + first + mem.latency_cycles
         evaluated += len(MT)
-        for i in _pick_many(est, traffic, MT * NT * KT, top):
+        for i in _pick_many(est, traffic, MT, NT, KT, top):
             cand = (float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i]))
             entry = (cand, "cyclic", (1, 1, 1), int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(sram[i]),
                      int(used[i]), int(buffers[i]))
@@ -443,6 +531,12 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
                 best = entry
 
     pool.sort(key=lambda e: e[0])
+    # the same rule across distributions, partitions and loop orders as within each: of
+    # the candidates the estimate cannot tell apart (within _RANK_TIE of the best), the
+    # one moving the fewest DRAM bytes, then the largest tile
+    if pool:
+        est_all = np.array([e[0][0] for e in pool])
+        best = pool[_pick(est_all, np.array([e[0][1] for e in pool]), -np.array([e[0][2] for e in pool]))]
     out: list[Mapping] = []
     seen = set()
     for (est_c, est_bytes, _), dist, part, mt, nt, kt, order, sram_b, used, stages in [best] + pool:
@@ -460,25 +554,30 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
 
 
 #: candidates whose estimate is within this factor of the best count as equally fast, and
-#: the one moving the fewest DRAM bytes wins (the estimate is a bound, traffic is exact)
-_RANK_TIE = 1.03
+#: the one moving the fewest DRAM bytes wins (the estimate is a bound, traffic is exact);
+#: on chips without a kernel library the engine simulates the distinct tiles in this band
+#: and keeps the fastest (sim.model.engine.run; tests/test_mapper_pick.py)
+RANK_TIE = 1.03
+_RANK_TIE = RANK_TIE
 
 
-def _pick_many(est, traffic, volume, top: int) -> list[int]:
+def _pick_many(est, traffic, MT, NT, KT, top: int) -> list[int]:
     """The best candidate (see :func:`_pick`) and, when ``top`` > 1, the next best by
-    estimate with distinct tile volumes."""
-    first = _pick(est, traffic, volume)
+    estimate with distinct tiles (tiles of one volume but another shape are distinct:
+    they read their operands in other patterns)."""
+    first = _pick(est, traffic, MT * NT * KT)
     if top <= 1:
         return [first]
     order = np.argsort(est, kind="stable")
     out = [first]
-    vols = {float(volume[first])}
+    seen = {(int(MT[first]), int(NT[first]), int(KT[first]))}
     for i in order:
         if len(out) >= top:
             break
-        if float(volume[i]) not in vols:
+        key = (int(MT[i]), int(NT[i]), int(KT[i]))
+        if key not in seen:
             out.append(int(i))
-            vols.add(float(volume[i]))
+            seen.add(key)
     return out
 
 

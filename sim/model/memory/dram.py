@@ -14,6 +14,7 @@ The timing model itself is described in :mod:`sim.model.kernels.dram` and docs/d
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from types import MappingProxyType, SimpleNamespace
@@ -26,7 +27,7 @@ from sim.errors import ConfigError, ConfigProblem, UnknownNameError
 from sim.spec.dram_technology import DRAM_TECHNOLOGIES, DramTechnology, dram_technology, technology_key
 
 __all__ = ["DramParams", "DramModel", "EXAMPLE_DEVICES", "example_spec", "DRAM_TECHNOLOGIES", "little_window",
-           "long_read_stream",
+           "long_read_stream", "stream_efficiency", "dram_params",
            "DramTechnology", "dram_technology"]
 
 # Attributes every DRAM spec must have (the chip config's DRAM level).
@@ -869,6 +870,75 @@ def long_read_stream(p: DramParams, cores: int, per_core: int) -> dict:
     n = max(int(p.peak_bytes_per_s * seconds), 8 << 20) // tr
     addrs = np.arange(n, dtype=np.int64) * tr
     return DramModel(p).stream_multi(addrs, tr, np.arange(n) % r, mo, in_order=False)
+
+
+@functools.lru_cache(maxsize=64)
+def dram_params(spec: Any) -> DramParams:
+    """:meth:`DramParams.from_spec` of a chip's (frozen, hashable) DRAM level, remembered."""
+    return DramParams.from_spec(spec)
+
+
+#: A transfer pattern's rate is measured on at least this many chunks and this many
+#: visits of every bank (h200_sxm: 188 pseudo-channels x 48 banks = 36,096 chunks), so the
+#: address hash is averaged over many rows.  The rate is taken from the completion of the
+#: first quarter of the stream to the last, so ramp-up and the final latency cancel.
+#: Numerical choices of the probe, not device properties (tests/test_dram_pattern.py
+#: checks the probe against long kernel streams with refresh).
+_PATTERN_MIN_CHUNKS = 4096
+_PATTERN_VISITS_PER_BANK = 4
+#: requests in flight for a pattern probe, in Little's-law windows of the device
+#: (:func:`little_window`): plenty, so the probe measures what the device sustains (the
+#: requesters' own limits are the mapper's per-core terms).
+_PATTERN_WINDOWS_IN_FLIGHT = 8
+
+
+@functools.lru_cache(maxsize=4096)
+def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_flight_chunks: int | None = None) -> float:
+    """Fraction of the pin peak that a long read stream of ``seg_bytes``-byte segments
+    ``stride_bytes`` apart sustains: the rows of a tile, i.e. a tile's contiguous length
+    and its tensor's row pitch (``stride_bytes <= seg_bytes``: one contiguous stream).
+    ``in_flight_chunks``: the chunks (a tile row's pieces within one interleave block)
+    the requesters keep in flight, as the engine counts its cores' windows (None: plenty,
+    what the device itself sustains).
+
+    Measured, not fitted: the pattern runs through the DRAM kernel itself
+    (:func:`sim.model.kernels.dram.dram_stream`, cut into interleave-block chunks as the
+    engine's DMA cuts a tile row), so the bursts, the row-buffer locality under the
+    device's address hash, the bank and ACT limits (tRCD, tRP, tRAS, tRRD, tFAW) and the
+    data bus count as they will in the engine.  Refresh is off in the probe and charged
+    after it: all-bank refresh as the time it blocks a pseudo-channel (tRFC of every
+    tREFI; the kernel's streams lose 1.0-1.6x that, docs/dram_model.md), per-bank refresh
+    not at all (it costs those streams 0.3-1.6 %: another bank serves meanwhile), because
+    a sample long enough to average refresh would cost too much on a 188-channel HBM3E
+    and a short one is dominated by where its few refreshes fall.  Remembered per
+    (device, segment, stride)."""
+    seg = max(1, int(math.ceil(seg_bytes)))
+    stride = int(math.ceil(stride_bytes))
+    if stride <= seg:
+        # contiguous: one sequential stream, in transfers of a DRAM row per pseudo-channel
+        seg = stride = p.row_buffer_bytes * p.num_pseudo_channels
+    chunks_per_seg = -(-seg // p.interleave_bytes) + 1
+    want = max(_PATTERN_MIN_CHUNKS, _PATTERN_VISITS_PER_BANK * p.num_pseudo_channels * p.banks_per_pseudo_channel)
+    n_seg = max(8, min(-(-want // chunks_per_seg), (p.capacity_bytes - seg) // max(stride, 1)))
+    addrs = np.arange(n_seg, dtype=np.int64) * stride
+    quiet = dataclasses.replace(p, t_refi_ns=0.0)
+    plenty = _PATTERN_WINDOWS_IN_FLIGHT * little_window(p)
+    if in_flight_chunks is None:
+        window = plenty
+    else:
+        # the kernel's stream counts a chunk as its access-granularity requests
+        units = min(-(-seg // p.access_bytes), max(1, p.interleave_bytes // p.access_bytes))
+        window = max(1, min(plenty, int(in_flight_chunks) * units))
+    r = DramModel(quiet).stream(addrs, seg, max_outstanding=window, in_order=False)
+    done = np.maximum.accumulate(r["done_ns"])
+    first = n_seg // 4
+    t_ns = float(done[-1] - done[first - 1])
+    if t_ns <= 0:
+        return 1.0
+    eff = (n_seg - first) * seg / t_ns * 1e9 / p.peak_bytes_per_s
+    if p.t_refi_ns > 0 and p.refresh_mode_effective == "all_bank":
+        eff *= 1.0 - p.refresh_overhead
+    return float(min(1.0, eff))
 
 
 def example_spec(name: str) -> SimpleNamespace:

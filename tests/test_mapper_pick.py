@@ -1,0 +1,88 @@
+"""The mapper's choice against the engine: on chips without a kernel library the estimate
+ranks the candidates, the distinct tiles it cannot tell apart (within RANK_TIE of the best
+estimate) are simulated and the fastest kept.  The truth is the engine itself: the best of
+the twelve best-ranked mappings, each simulated in full (no extrapolation)."""
+from __future__ import annotations
+
+import pytest
+
+from sim.ir.ops import Gemm
+from sim.model.engine.extrapolate import extrapolation_plan
+from sim.model.engine.kernel_run import run_kernel
+from sim.model.engine.lower import FIDELITY, Options, lower_op, memory_budget
+from sim.model.engine.run import _candidates
+from sim.model.mapper.search import RANK_TIE, search_top
+from sim.spec.registry import load_chip
+
+CHIPS = ["tpu_v1", "npu_128x128", "edge_npu", "scalesim_32x32"]
+SHAPES = [(1, 4096, 4096), (8, 4096, 4096), (128, 1024, 256), (1024, 1024, 1024)]
+#: measured on this grid (ratios to the best of the 12): within 0.1 % except tpu_v1
+#: 128 x 1024 x 256, 1.7 % (its best tile is estimated 4 % slower than the pick, outside the
+#: band) and the miss below.  The pick alone, without simulating the band, is up to 14 % off
+#: (the miss below; 10 % npu_128x128 8 x 4096 x 4096); before the DRAM-pattern estimate it
+#: was up to 75 % off (scalesim_32x32 1 x 8192 x 8192, 11.9 ms picked, 6.8 ms possible).
+TOLERANCE = RANK_TIE
+
+
+def _dtype(chip) -> str:
+    return "bf16" if "bf16" in chip.cores.arrays[0].macs_per_pe_per_cycle else "int8"
+
+
+#: measured misses, not fixed (strict: the test fails once they are).  tpu_v1 1024^3: with
+#: its derived fold overlap the op is DRAM-bound, and the pick (1024, 64, 1024) writes
+#: 256-byte C rows between its B reads; the combined stream reaches a row-hit rate of 0.66
+#: (0.82 with the 512-byte rows of (1024, 128, 1024), the best: 26.7 against 30.4 GB/s).
+#: The estimate charges each operand as a stream of its own and prefers the pick for its
+#: smaller last output tile (an 8 us shorter drain).
+_XFAIL = {("tpu_v1", (1024, 1024, 1024)): "pick x1.138 slower than the best (C writes between B reads)"}
+
+
+def _grid():
+    return [pytest.param(n, s, id=f"{n}-{'x'.join(map(str, s))}",
+                         marks=[pytest.mark.xfail(strict=True, reason=_XFAIL[(n, s)])] if (n, s) in _XFAIL else [])
+            for n in CHIPS for s in SHAPES]
+
+
+@pytest.mark.parametrize("name,shape", _grid())
+def test_pick_is_within_tolerance_of_the_best_simulated_candidate(name, shape):
+    chip = load_chip(name)
+    cores = chip.cores.count
+    low = lower_op(chip, Gemm("g", *shape, dtype=_dtype(chip)), Options(), cores)
+    budget = memory_budget(chip, False)
+    ranked = search_top(low.problem, cores, budget, 12)
+    assert all(extrapolation_plan(chip, low.problem, m, False, "high") is None for m in ranked)
+    best = min(run_kernel(chip, low.problem, m, False).makespan for m in ranked)
+    chosen = _candidates(chip, low, cores, budget, FIDELITY["high"]["refine"], False, None, RANK_TIE)
+    got = min(run_kernel(chip, p, m, False).makespan for _, p, m, _ in chosen)
+    assert got <= best * TOLERANCE, (got / best, [(m.tile_m, m.tile_n, m.tile_k) for _, _, m, _ in chosen])
+
+
+def test_tie_band_candidates_are_distinct_tiles_within_the_band_pick_first():
+    chip = load_chip("npu_128x128")
+    low = lower_op(chip, Gemm("g", 1, 4096, 4096, dtype="bf16"), Options(), chip.cores.count)
+    budget = memory_budget(chip, False)
+    chosen = _candidates(chip, low, chip.cores.count, budget, 4, False, None, RANK_TIE)
+    pick = search_top(low.problem, chip.cores.count, budget, 1)[0]
+    assert 1 < len(chosen) <= 4
+    m0 = chosen[0][2]
+    assert (m0.tile_m, m0.tile_n, m0.tile_k, m0.loop_order) == (pick.tile_m, pick.tile_n, pick.tile_k, pick.loop_order)
+    tiles = [(m.distribution, m.partition, m.tile_m, m.tile_n, m.tile_k) for _, _, m, _ in chosen]
+    assert len(set(tiles)) == len(tiles)
+    lo = min(est for est, *_ in chosen)
+    assert all(est <= lo * RANK_TIE for est, *_ in chosen)
+    # fast fidelity simulates one
+    assert len(_candidates(chip, low, chip.cores.count, budget, FIDELITY["fast"]["refine"], False, None,
+                           RANK_TIE)) == 1
+
+
+def test_large_problems_simulate_only_the_pick():
+    """A problem that is extrapolated from samples costs several runs per candidate: there
+    the band is not simulated, only the pick (the 70B generate benchmark on npu_128x128,
+    measured on the loaded build machine against the code before the band: 9.4 -> 13.4 s
+    with two candidates per large problem, 10.1 -> 12.6 s with one)."""
+    from sim.apps.single_op import simulate
+
+    big = simulate(load_chip("edge_npu"), Gemm("g", 2048, 2048, 2048, dtype="int8"))
+    assert big.details["extrapolated"] and big.mapping["compute"]["candidates_simulated"] == 1
+    small = simulate(load_chip("npu_128x128"), Gemm("g", 1, 4096, 4096, dtype="bf16"))
+    assert small.mapping["compute"]["candidates_simulated"] == 4
