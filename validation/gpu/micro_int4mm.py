@@ -11,9 +11,9 @@ depend on values); they are distinct per shape and (for K*N >= 64M) larger than 
 L2, as a model's weights are."""
 import json
 import os
-import subprocess
 
 import torch
+from graph_timing import per_call_us, smi
 
 T = torch.cuda
 F = torch.nn.functional
@@ -22,48 +22,8 @@ bf = torch.bfloat16
 OUT = os.environ.get("OUT", ".")
 
 
-def smi(q):
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=20).stdout.strip()
-    except Exception as exc:  # pragma: no cover - recorded, not fatal
-        return f"unavailable: {exc}"
-
-
-def graph(fn, reps):
-    s = T.Stream()
-    s.wait_stream(T.current_stream())
-    with T.stream(s):
-        for _ in range(3):
-            fn()
-    T.current_stream().wait_stream(s)
-    g = T.CUDAGraph()
-    with T.graph(g):
-        for _ in range(reps):
-            fn()
-    return g
-
-
-def timed(g, n=15):
-    e0, e1 = T.Event(enable_timing=True), T.Event(enable_timing=True)
-    g.replay()
-    T.synchronize()
-    xs = []
-    for _ in range(n):
-        T._sleep(100000)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        xs.append(e0.elapsed_time(e1) * 1e3)
-    xs.sort()
-    return xs[n // 2]
-
-
-def per_call_us(fn, reps):
-    a = timed(graph(fn, 1))
-    b = timed(graph(fn, reps))
-    return (b - a) / (reps - 1)
+def per_call(fn, reps):
+    return per_call_us(fn, reps, n=15)[1]
 
 
 env = {"gpu": T.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -87,8 +47,8 @@ for k, n in SHAPES:
             continue
         x = torch.randn(m, k, device=dev, dtype=bf)
         reps = 10 if m * k * n <= 512 * 8192 * 8192 else 4
-        t4 = per_call_us(lambda: torch._weight_int4pack_mm(x, w4, gs, sz), reps)
-        tb = per_call_us(lambda: F.linear(x, wb), reps)
+        t4 = per_call(lambda: torch._weight_int4pack_mm(x, w4, gs, sz), reps)
+        tb = per_call(lambda: F.linear(x, wb), reps)
         rows.append((m, k, n, t4, tb))
         print(m, k, n, f"{t4:.1f}", f"{tb:.1f}", flush=True)
     del w4, wb, sz
