@@ -181,7 +181,9 @@ def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
         env = {"m": op.m, "k": op.k, "n": op.n, "eb": _elem_bytes(op.dtype)}
         main = _gemm_main(op, s)
         if wo.row_work is not None:
-            main = [(kop, dict(lib, row_work=wo.row_work)) if kop is op else (kop, lib) for kop, lib in main]
+            # the path's GEMM kernel (whatever shape the library gave it), not its helper kernels
+            main = [(kop, dict(lib, row_work=wo.row_work)) if isinstance(kop, Gemm) else (kop, lib)
+                    for kop, lib in main]
         out: list[tuple[object, dict]] = []
         for _ in range(op.count):
             out += [(k, {}) for k in _step_kernels(op.name, wo.before, env)]
