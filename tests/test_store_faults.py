@@ -101,6 +101,32 @@ def test_two_sweeps_on_one_store_never_simulate_a_point_twice(tmp_path):
     assert list((out / "claims").iterdir()) == []
 
 
+def test_rows_finished_between_reading_the_store_and_claiming_are_not_simulated_again(tmp_path, monkeypatch):
+    """The race CI hit: a second sweep read the store before the first one finished, then
+    claimed the points after the first had written its rows and dropped its claims. Rows
+    present at claim time count as reused."""
+    from sim.apps.sweep import run_sweep
+
+    spec = _spec(tmp_path, 3)
+    out = tmp_path / "store"
+    monkeypatch.setenv("SIM_NO_CACHE", "1")
+    _, first = run_sweep(str(spec), out=str(out), jobs=1, progress=False)
+    assert first.new == 3
+    real_load = ResultStore.load
+    calls = {"n": 0}
+
+    def stale_first_read(self, refresh=False):
+        calls["n"] += 1
+        return {} if calls["n"] == 1 else real_load(self, refresh=refresh)
+
+    monkeypatch.setattr(ResultStore, "load", stale_first_read)
+    df, second = run_sweep(str(spec), out=str(out), jobs=1, progress=False)
+    assert calls["n"] >= 2
+    assert second.new == 0 and second.reused == 3, second
+    assert len(df) == 3 and df["error"].isna().all()
+    assert list((out / "claims").iterdir()) == []
+
+
 def test_sigterm_keeps_every_finished_point(tmp_path):
     """SIGTERM ends a sweep as Ctrl-C does: the points it reports finished are in the store
     (the default action dropped up to FLUSH_SECONDS of them)."""

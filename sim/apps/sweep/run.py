@@ -496,6 +496,16 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
     held: dict[str, int] = {}
     if store is not None and tasks:
         mine, held = store.claim(tasks)
+        # Rows another sweep finished between our first read of the store and our claim: that
+        # sweep writes its rows before it drops its claims, so they are visible now.
+        fresh = store.load(refresh=True)
+        done = [h for h in mine if h in fresh and not (retry_errors and fresh[h].get("error"))]
+        if done:
+            store.release(done)
+            for h in done:
+                del tasks[h]
+                del meta[h]
+            stats.reused += len(done)
         if held and log is not None:
             log(f"{len(held)} point(s) are being simulated by another sweep on this store "
                 f"(pid {', '.join(map(str, sorted(set(held.values()))))}); their rows are awaited, not re-run")
