@@ -46,6 +46,12 @@ class KernelRun:
                                             if isinstance(getattr(self, f.name), np.ndarray)})
 
 
+class EngineStall(RuntimeError):
+    """The compiled engine stopped making progress (a simulator bug, not bad input): its
+    progress guard saw too many consecutive events at one instant.  Raised instead of
+    hanging; the message names the op, the mapping and the cycle."""
+
+
 #: engine runs remembered by the exact numbers the kernel reads (see run_kernel)
 _RUN_CACHE: "OrderedDict[bytes, KernelRun]" = OrderedDict()
 _RUN_CACHE_SIZE = 2048
@@ -95,6 +101,11 @@ def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=Non
         hist = np.zeros((P, 8), dtype=np.int64)
         out_time = np.zeros(1)
         K.run_tiled(*inputs[:5], p, state, stats, hist, out_time)
+        if out_time[0] < 0.0:
+            raise EngineStall(
+                f"the engine stopped making progress on op '{prob.name}' at cycle {-out_time[0] - 1.0:,.0f} "
+                f"(mapping {mapping.tile_m}x{mapping.tile_n}x{mapping.tile_k} on {mapping.cores_used} cores, "
+                f"{mapping.distribution}): a simulator bug, please report it with the command that ran")
         # callers read only the DRAM statistics (the state's last array)
         run = KernelRun(stats=stats, hist=hist, makespan=float(out_time[0]), dram_stats=state[-1], P=P,
                         geo=arrs["geo"], ranges=arrs["ranges"])

@@ -890,7 +890,7 @@ def _stream_core(p, state, addrs, sizes, t_issue, is_write, requester, max_outst
         r = best
         i = order[pos[r]]
         t = _slots_wait(buf, meta, r, best_k, m_r[r], in_order, best_t)
-        d = dram_access(p, state, cur_addr[r], best_c, t, is_write[i])
+        d = dram_access(p, state, cur_addr[r], np.int64(best_c), t, is_write[i] != 0)
         _slots_fill(buf, meta, r, best_k, m_r[r], in_order, d)
         t_prev[r] = t
         if d > out_done[i]:

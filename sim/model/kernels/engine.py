@@ -67,7 +67,8 @@ G_INTERLEAVE = 21    # DRAM interleave bytes: the largest chunk
 G_TILE_LIMIT = 22    # cyclic mode: only output tiles t < limit are run (0 = all)
 G_GROUP_M = 23       # cyclic mode: output tiles rasterised in groups of this many tile rows
 G_CLUSTER = 24       # cores per multicast cluster (a tile one of them pulls reaches all)
-G_LEN = 25
+G_STALL_LIMIT = 25   # progress guard: events at one instant before the run stops (0 = the default bound)
+G_LEN = 26
 
 # ---- operand descriptors (int64 [3, D_LEN]) : rows 0 = A, 1 = B, 2 = C -------------------
 D_PRESENT = 0
@@ -99,6 +100,10 @@ F_MULTICAST_WINDOW = 16      # cycles within which cluster partners share one pu
 F_L2_SET_BYTES = 17          # bytes one chip-level cache set holds (tiles of any size share it)
 F_SRAM_LATENCY_CYCLES = 18   # core-local SRAM access latency: read-to-use of a tile that just landed
 F_LEN = 19
+
+# ---- progress guard: consecutive events at one instant before the run is a livelock -----
+STALL_EVENTS_MIN = 10_000_000   # ~0.1 s of a spinning loop; far above any real instant
+STALL_EVENTS_PER_CORE = 1024    # each core is woken a handful of times per instant
 
 # ---- per-core statistics (float64 [P, S_LEN]) -------------------------------------------
 S_COMPUTE = 0       # cycles the arrays were busy
@@ -490,7 +495,8 @@ def _issue_chunk(xq, c, x, row, off, t_issue, is_write, fp, dma, noc_free):
         noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
         pstart = max(port_free[c], t_issue)
         port_free[c] = pstart + nb / fp[F_PORT_BYTES_PER_CYCLE]
-        d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, is_write)
+        # a bool, not the literal 0/1 of the call site: one compiled dram_access for every caller
+        d_ns = dram_access(dram_p, dram_state, addr, nb, t_issue * cycle_ns, is_write != 0)
         if is_write == 0:
             t_mem = d_ns / cycle_ns + fp[F_NOC_LATENCY_CYCLES]  # read: data returns over the NoC
         else:
@@ -950,8 +956,24 @@ def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cycl
     l2_clock = 0
     n_blocked = 0
     hsize = _start_cores(geo, ranges, cyclic, nsteps, active, xcur, tile_of, next_tile, cur, stats, hk, hc, tmp)
+    # progress guard: a core woken again and again at one instant without anything to do
+    # is a livelock (one hung every Mixtral prefill before it was fixed); stop and say so
+    # rather than hang.  A real instant wakes each core a few times.
+    stall_limit = max(STALL_EVENTS_MIN, STALL_EVENTS_PER_CORE * nsteps.shape[0])
+    if geo[G_STALL_LIMIT] > 0:  # tests of the guard itself
+        stall_limit = geo[G_STALL_LIMIT]
+    t_last = -1.0
+    same_t = 0
     while hsize > 0:
         t_now, c, hsize = _heap_pop(hk, hc, hsize)
+        if t_now == t_last:
+            same_t += 1
+            if same_t > stall_limit:
+                out_time[0] = -1.0 - t_now  # the caller raises EngineStall with this instant
+                return out_time[0]
+        else:
+            t_last = t_now
+            same_t = 0
         next_top = (hk[0] + fp[F_QUANTUM_CYCLES]) if hsize > 0 else 1e300
         if active[c] == 1 and xcur[c] == -1 and blocked[c] == 0:
             _setup_loads(geo, desc, fp, c, stages, cur, prev, comp_end, rel_ring, n_versions,
@@ -989,7 +1011,8 @@ def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cycl
 
 @kernel
 def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_time):
-    """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles.
+    """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles
+    (negative, -1 - the cycle it stopped at, when the progress guard found a livelock).
 
     ``ctab`` [P or 1, 16] holds the compute cycles of one step for each combination of
     (m edge, k edge, n edge) tile, index em*4 + ek*2 + en, then (index + 8) the tail that
