@@ -37,7 +37,7 @@ demo: $(STAMP)
 # every extra is installed, so a skipped test is one that did not run: tests/conftest.py lists
 # every skip and fails the run on one it does not expect
 test: $(STAMP)
-	SIM_TEST_NO_SKIPS=1 $(BIN)/python -m pytest -n 2 -q tests
+	SIM_TEST_NO_SKIPS=1 $(BIN)/python -m pytest -n 2 --dist worksteal -q tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -38,7 +38,10 @@ def installed_wheel(tmp_path_factory) -> Path:
 
 
 def _run_outside(site: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIM_") or k == "SIM_NUMBA_CACHE_DIR"}
+    # a new user's environment: no SIM_ setting but where the caches live (the session's run
+    # cache holds the same engine runs tests/test_readme.py made from the checkout)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIM_") or k in ("SIM_NUMBA_CACHE_DIR",
+                                                                                      "SIM_CACHE_DIR")}
     env["PYTHONPATH"] = str(site)
     env["SIM_USER_DIR"] = str(tmp_path / "no-user-folder")
     return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
