@@ -26,6 +26,11 @@ MIN_SAMPLE_ROUNDS = FIDELITY["high"]["min_sample_rounds"]
 STEADY_TOLERANCE = 0.05
 #: at most this many times the samples are doubled while looking for a steady state
 MAX_DOUBLINGS = 2
+#: a problem whose full simulation would walk more than this many times the fidelity's
+#: chunk limit is never simulated in full (at the engine's ~10^6-10^7 chunks per second that
+#: is minutes to hours): when whole raster periods of waves do not fit in its samples, it is
+#: sampled in whole waves anyway, and the result says so (``period_aligned: false``)
+HUGE_WORK_FACTOR = 50
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class WavePlan:
     cores: int
     waves: int
     samples: tuple[int, int]
+    period_aligned: bool = True
 
 
 def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
@@ -110,6 +116,7 @@ def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
     sample = fid["sample_chunks"]
     if steps <= fid["steps"] and chunks <= fid["chunks"]:
         return None
+    unaligned = None  # a huge cyclic problem's last resort (see HUGE_WORK_FACTOR)
     if mapping.distribution == "cyclic" and not prob.causal:
         tiles = prob.count * math.ceil(prob.m / mapping.tile_m) * math.ceil(prob.n / mapping.tile_n)
         P = max(1, mapping.cores_used)
@@ -125,12 +132,16 @@ def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
         w2 = int(max(w1 + period, fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
         if 4 * w2 <= waves:
             return WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2))
+        w1 = fid["min_sample_rounds"][0]
+        w2 = int(max(fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
+        if work > HUGE_WORK_FACTOR * fid["chunks"] and 4 * w2 <= waves:
+            unaligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), period_aligned=False)
     best = None
     for dim, (rs, rounds) in _rounds(prob, mapping, bool(chip.memory.chip_srams)).items():
         if rounds >= 4 * fid["min_sample_rounds"][1] and (best is None or rounds > best[2]):
             best = (dim, rs, rounds)
     if best is None:
-        return None
+        return unaligned
     dim, rs, rounds = best
     r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
     r1 = max(fid["min_sample_rounds"][0], r2 // 4)
@@ -225,7 +236,7 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
                                       makespan=out.makespan + (d.makespan - b.makespan),
                                       dram_stats=out.dram_stats + (_dram_stats(d) - _dram_stats(b)))
         record = {"dim": "waves", "waves": total, "leftover_tiles": left, "sampled_waves": [r2, r3],
-                  "steady": steady}
+                  "steady": steady, "period_aligned": plan.period_aligned}
     else:
         record = {"dim": plan.dim, "rounds": total, "round_size": plan.round_size, "sampled_rounds": [r2, r3],
                   "steady": steady}
