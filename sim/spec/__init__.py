@@ -2,6 +2,9 @@
 
 * :mod:`~sim.spec.chip`, :mod:`~sim.spec.dataflow_spec`, :mod:`~sim.spec.model_spec`,
   :mod:`~sim.spec.stack_spec` - the pydantic schemas (``extra="forbid"``, units in key names);
+  the chip schema's parts are :mod:`~sim.spec.spec_base` (the shared base and field helpers),
+  :mod:`~sim.spec.compute_spec`, :mod:`~sim.spec.memory_spec` and :mod:`~sim.spec.mapping_spec`,
+  all re-exported by :mod:`~sim.spec.chip`;
 * :mod:`~sim.spec.loader` - YAML with line numbers, ``--set`` overrides, one error listing every problem;
 * :mod:`~sim.spec.catalog` - where shipped and user data files are found; :mod:`~sim.spec.registry` - chips by name;
 * :mod:`~sim.spec.dtypes` - number formats; :mod:`~sim.spec.dram_technology` - JEDEC speed-bin tables.

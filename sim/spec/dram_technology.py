@@ -1,6 +1,6 @@
 """DRAM technologies: the interface clock and the column timings of each JEDEC speed-bin family.
 
-These are data, like a chip file: the chip schema (:mod:`sim.spec.chip`) validates a DRAM
+These are data, like a chip file: the chip schema (:mod:`sim.spec.memory_spec`) validates a DRAM
 level's ``technology`` against them and derives tCK from the pin rate; the timing model
 (:mod:`sim.model.memory.dram`) reads them.
 """

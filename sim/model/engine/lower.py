@@ -90,7 +90,7 @@ def _dataflow_model(choice: ArrayChoice, opts: Options):
 def _with_row_length(chip, choice: ArrayChoice, df) -> ArrayChoice:
     """``choice`` with fold overlap derived for the row length the dataflow runs at: a
     row-stationary PE keeps ``row_length`` weights, so double-buffering them takes twice
-    that many words (:meth:`sim.spec.chip.ArraySpec.overlaps_folds`)."""
+    that many words (:meth:`sim.spec.compute_spec.ArraySpec.overlaps_folds`)."""
     words = int(getattr(df, "row_length", 1) or 1)
     if words <= 1:
         return choice

@@ -1,0 +1,334 @@
+"""The memory part of a chip file: the hierarchy of levels, innermost -> outermost.
+
+Optional per-PE registers (:class:`RegistersLevel`), one or more SRAM levels
+(:class:`SramLevel`, per core or chip-wide, optionally split per operand by
+:class:`SramPartition`), exactly one DRAM level, last (:class:`DramLevel`, whose
+``technology`` is checked against :mod:`sim.spec.dram_technology`).  :class:`MemorySpec`
+holds them as a tagged union (:data:`MemoryLevel`, on ``kind``) and checks the level order
+on the raw data (``_level_rules``).  Re-exported by :mod:`sim.spec.chip`.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import Field, model_validator
+
+from sim.errors import UnknownNameError
+from sim.spec.dram_technology import DRAM_TECHNOLOGIES, dram_technology, technology_key
+from sim.spec.spec_base import (_BIG, EnergyPj, Flag, Name, NonEmpty, TimeNs, _int, _num, _revalidate_with_rules,
+                                _rule_errors, _Spec)
+
+# --------------------------------------------------------------------------- memory
+
+
+class RegistersLevel(_Spec):
+    """Per-PE register storage (operand registers, accumulators) next to the array."""
+
+    kind: Literal["registers"]
+    name: Name
+    bytes_per_pe: _int(1, 1 << 20)
+    read_energy_pj_per_byte: Optional[EnergyPj] = None
+    write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+
+class SramPartition(_Spec):
+    """A split of an SRAM level between operands (KiB each)."""
+
+    input_kib: _num(ge=0, le=_BIG)
+    weight_kib: _num(ge=0, le=_BIG)
+    output_kib: _num(ge=0, le=_BIG)
+
+    @property
+    def total_kib(self) -> float:
+        return self.input_kib + self.weight_kib + self.output_kib
+
+
+class SramLevel(_Spec):
+    """A scratchpad (``scope: core``, one per core) or a shared buffer/L2 (``scope: chip``).
+
+    ``capacity_kib`` and ``bytes_per_cycle`` are per core for ``scope: core`` and for the
+    whole chip for ``scope: chip``.  ``partition`` reserves space per operand (``None`` =
+    one unified buffer); ``double_buffered`` means half of each buffer is filled while the
+    other half is used.  ``latency_cycles`` is the access latency: for the per-core tile
+    buffer, the read-to-use latency a step pays when its operands have just landed (the
+    engine hides it when they landed earlier; 0 under ideal memory); for a chip-level
+    level, the hit latency of the shared cache.
+    """
+
+    kind: Literal["sram"]
+    name: Name
+    scope: Literal["core", "chip"]
+    capacity_kib: _num(gt=0, le=_BIG)
+    partition: Optional[SramPartition] = None
+    banks: _int(1, 1 << 16) = 1
+    bytes_per_cycle: _num(gt=0, le=1e9)
+    latency_cycles: _int(0, 1 << 30) = 1
+    double_buffered: Flag = True
+    # tile buffers per operand for multi-stage prefetch (GPU kernels keep 3-6 stages in
+    # flight); None = 2 when double_buffered, else 1
+    pipeline_stages: Optional[_int(1, 64)] = None
+    read_energy_pj_per_byte: Optional[EnergyPj] = None
+    write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+    @property
+    def buffers(self) -> int:
+        """Tile buffers per operand (prefetch depth + 1)."""
+        if self.pipeline_stages is not None:
+            return self.pipeline_stages
+        return 2 if self.double_buffered else 1
+
+    @model_validator(mode="after")
+    def _partition_fits(self) -> "SramLevel":
+        p = self.partition
+        if p is not None and p.total_kib > self.capacity_kib * (1 + 1e-12):
+            raise _rule_errors("SramLevel", [(
+                ("partition",),
+                f"partition needs {p.total_kib:g} KiB (input_kib {p.input_kib:g} + weight_kib "
+                f"{p.weight_kib:g} + output_kib {p.output_kib:g}), more than capacity_kib {self.capacity_kib:g}",
+                p.model_dump())])
+        return self
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Capacity in bytes (per core for ``scope: core``)."""
+        return int(round(self.capacity_kib * 1024))
+
+    def operand_bytes(self, operand: str) -> int:
+        """Bytes reserved for ``operand`` (input/weight/output); the whole level when unified."""
+        if self.partition is None:
+            return self.capacity_bytes
+        if operand not in ("input", "weight", "output"):
+            raise UnknownNameError("operand", operand, ["input", "weight", "output"])
+        return int(round(getattr(self.partition, f"{operand}_kib") * 1024))
+
+
+class DramLevel(_Spec):
+    """Off-chip DRAM (DDR, LPDDR, HBM), the last memory level.
+
+    Geometry: ``channels`` independent channels over the whole device (all stacks), each
+    split into ``pseudo_channels_per_channel`` pseudo-channels whose data bus is
+    ``bus_width_bits`` wide.  One access moves ``bus_width_bits * burst_length / 8``
+    bytes.  ``technology`` names a speed-bin family (``sim.spec.dram_technology.DRAM_TECHNOLOGIES``:
+    DDR3, DDR4, LPDDR5, LPDDR5X, HBM2, HBM2E, HBM3, HBM3E); its interface clock tCK
+    follows from the pin rate.  Column-to-column timings are in clock cycles of that
+    clock (``t_ccd_s_nck`` ...; None = the technology's JEDEC value), so they scale with
+    ``data_rate_gbps_per_pin``; array-core timings (tRCD, tRP, tRAS, tRFC ...) are in ns.
+    """
+
+    kind: Literal["dram"]
+    name: Name
+    technology: Name
+    capacity_gib: _num(gt=0, le=1 << 20)
+    channels: _int(1, 1 << 16)
+    pseudo_channels_per_channel: _int(1, 64) = 1
+    bus_width_bits: _int(1, 4096)
+    data_rate_gbps_per_pin: _num(gt=0, le=100)
+    burst_length: _int(1, 256)
+    banks_per_pseudo_channel: _int(1, 1 << 12)
+    row_buffer_bytes: _int(1, 1 << 24)
+    interleave_bytes: _int(1, 1 << 30)
+    t_rcd_ns: TimeNs
+    t_rp_ns: TimeNs
+    t_cl_ns: TimeNs
+    t_ras_ns: TimeNs
+    t_rrd_ns: TimeNs
+    t_faw_ns: TimeNs
+    t_rfc_ns: TimeNs
+    t_refi_ns: TimeNs
+    t_wr_ns: TimeNs
+    # legacy: a fixed tCCD in ns does not scale with the pin rate; prefer t_ccd_s_nck
+    t_ccd_ns: Optional[TimeNs] = None
+    # bank groups per pseudo-channel (None: no bank-group timing) and the column/ACT
+    # spacings in interface clocks tCK (None: the technology's JEDEC value); the ns
+    # fields are analog floors: tCCD_L = max(t_ccd_l_nck tCK, t_ccd_l_ns), tRRD_S =
+    # max(t_rrd_s_nck tCK, t_rrd_ns), tRRD_L = max(t_rrd_l_nck tCK, t_rrd_l_ns)
+    bank_groups: Optional[_int(1, 1 << 12)] = None
+    t_ccd_s_nck: Optional[_num(gt=0, le=1024)] = None
+    t_ccd_l_nck: Optional[_num(gt=0, le=1024)] = None
+    t_ccd_l_ns: Optional[TimeNs] = None
+    t_rrd_s_nck: Optional[_num(gt=0, le=1024)] = None
+    t_rrd_l_nck: Optional[_num(gt=0, le=1024)] = None
+    t_rrd_l_ns: Optional[TimeNs] = None
+    controller_latency_ns: TimeNs = 0.0
+    max_outstanding_requests_per_core: _int(1, 1 << 20) = 64
+    # refresh: "per_bank" (HBM/LPDDR REFpb: one bank at a time for t_rfc_pb_ns) or
+    # "all_bank"; None = by technology (per_bank for HBM*/LPDDR*, all_bank otherwise)
+    refresh_mode: Optional[Literal["per_bank", "all_bank"]] = None
+    t_rfc_pb_ns: Optional[_num(ge=0, le=1e6)] = None
+    read_energy_pj_per_byte: Optional[EnergyPj] = None
+    write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+    @model_validator(mode="after")
+    def _geometry(self) -> "DramLevel":
+        problems: list[tuple[tuple[Any, ...], str, Any]] = []
+        bits = self.bus_width_bits * self.burst_length
+        if bits % 8:
+            problems.append((("burst_length",), f"bus_width_bits x burst_length = {bits} bits is not a whole "
+                             "number of bytes", self.burst_length))
+        access = bits // 8
+        if self.row_buffer_bytes < access:
+            problems.append((("row_buffer_bytes",), f"row_buffer_bytes must be at least one access "
+                             f"(bus_width_bits x burst_length / 8 = {access} bytes)", self.row_buffer_bytes))
+        il = self.interleave_bytes
+        if il & (il - 1):
+            problems.append((("interleave_bytes",), "interleave_bytes must be a power of two", il))
+        elif il < access:
+            problems.append((("interleave_bytes",), f"interleave_bytes must be at least one access "
+                             f"({access} bytes)", il))
+        elif il > self.row_buffer_bytes:
+            problems.append((("interleave_bytes",), f"interleave_bytes must not exceed row_buffer_bytes "
+                             f"({self.row_buffer_bytes})", il))
+        if self.t_refi_ns <= self.t_rfc_ns:
+            problems.append((("t_refi_ns",), f"t_refi_ns must be larger than t_rfc_ns ({self.t_rfc_ns:g})",
+                             self.t_refi_ns))
+        if technology_key(self.technology) not in DRAM_TECHNOLOGIES:
+            problems.append((("technology",), f"unknown DRAM technology {self.technology!r}; valid: "
+                             f"{', '.join(DRAM_TECHNOLOGIES)}", self.technology))
+        if self.bank_groups is not None and self.banks_per_pseudo_channel % self.bank_groups:
+            problems.append((("bank_groups",), f"bank_groups must divide banks_per_pseudo_channel "
+                             f"({self.banks_per_pseudo_channel})", self.bank_groups))
+        if self.t_ccd_ns is not None and self.t_ccd_s_nck is not None:
+            problems.append((("t_ccd_ns",), "give either t_ccd_ns (fixed ns, legacy) or t_ccd_s_nck "
+                             "(clock cycles, scales with the pin rate), not both", self.t_ccd_ns))
+        if problems:
+            raise _rule_errors("DramLevel", problems)
+        return self
+
+    @property
+    def pseudo_channels(self) -> int:
+        """Independently scheduled pseudo-channels in the whole device."""
+        return self.channels * self.pseudo_channels_per_channel
+
+    @property
+    def access_bytes(self) -> int:
+        """Bytes moved by one burst (the access granularity)."""
+        return self.bus_width_bits * self.burst_length // 8
+
+    @property
+    def pseudo_channel_bytes_per_s(self) -> float:
+        """Peak data bandwidth of one pseudo-channel, bytes/s."""
+        return self.bus_width_bits / 8 * self.data_rate_gbps_per_pin * 1e9
+
+    @property
+    def peak_bytes_per_s(self) -> float:
+        """Peak data bandwidth of the whole device, bytes/s (no refresh or turnaround losses)."""
+        return self.pseudo_channels * self.pseudo_channel_bytes_per_s
+
+    @property
+    def burst_ns(self) -> float:
+        """Time one burst occupies a pseudo-channel's data bus, ns."""
+        return self.burst_length / self.data_rate_gbps_per_pin
+
+    @property
+    def tck_ns(self) -> float:
+        """Interface clock period of the technology's timing tables, ns (from the pin rate)."""
+        return dram_technology(self.technology).beats_per_tck / self.data_rate_gbps_per_pin
+
+    @property
+    def effective_t_ccd_ns(self) -> float:
+        """Minimum spacing of column commands on one pseudo-channel (tCCD_S): ``t_ccd_ns``
+        (legacy, fixed) or ``t_ccd_s_nck`` (default: the technology's) x tCK."""
+        if self.t_ccd_ns is not None:
+            return self.t_ccd_ns
+        n = self.t_ccd_s_nck if self.t_ccd_s_nck is not None else dram_technology(self.technology).t_ccd_s_nck
+        return n * self.tck_ns
+
+    @property
+    def bus_peak_bytes_per_s(self) -> float:
+        """Highest bandwidth the data buses can carry, one burst per max(burst, tCCD_S) on
+        every pseudo-channel: the peak the DRAM model can reach.  Equals
+        :attr:`peak_bytes_per_s` unless a column timing is longer than a burst."""
+        return self.pseudo_channels * self.access_bytes / max(self.burst_ns, self.effective_t_ccd_ns) * 1e9
+
+    @property
+    def t_rc_ns(self) -> float:
+        """Row cycle time (activate to activate, same bank) = t_ras + t_rp, ns."""
+        return self.t_ras_ns + self.t_rp_ns
+
+    @property
+    def capacity_bytes(self) -> int:
+        return int(round(self.capacity_gib * (1 << 30)))
+
+
+MemoryLevel = Annotated[Union[RegistersLevel, SramLevel, DramLevel], Field(discriminator="kind")]
+_LEVEL_KINDS = ("registers", "sram", "dram")
+
+
+class MemorySpec(_Spec):
+    """Memory levels, innermost first.
+
+    Rules: level names unique; at most one ``registers`` level, first; at least one
+    ``sram`` level with ``scope: core``; ``scope: core`` SRAMs before ``scope: chip`` ones;
+    exactly one ``dram`` level, last.
+    """
+
+    levels: Annotated[tuple[MemoryLevel, ...], NonEmpty]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _level_rules(cls, data: Any, handler: Any) -> Any:
+        return _revalidate_with_rules(cls, data, handler, _level_rules)
+
+    # -- helpers
+    @property
+    def dram(self) -> DramLevel:
+        return next(lv for lv in self.levels if isinstance(lv, DramLevel))
+
+    @property
+    def registers(self) -> Optional[RegistersLevel]:
+        return next((lv for lv in self.levels if isinstance(lv, RegistersLevel)), None)
+
+    @property
+    def core_srams(self) -> tuple[SramLevel, ...]:
+        return tuple(lv for lv in self.levels if isinstance(lv, SramLevel) and lv.scope == "core")
+
+    @property
+    def chip_srams(self) -> tuple[SramLevel, ...]:
+        return tuple(lv for lv in self.levels if isinstance(lv, SramLevel) and lv.scope == "chip")
+
+    def level(self, name: str) -> Union[RegistersLevel, SramLevel, DramLevel]:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise UnknownNameError("memory level", name, [lv.name for lv in self.levels])
+
+
+def _level_rules(raw: dict) -> list[tuple[tuple[Any, ...], str, Any]]:
+    levels = raw.get("levels")
+    if not isinstance(levels, list) or not levels:
+        return []
+    out: list[tuple[tuple[Any, ...], str, Any]] = []
+    n = len(levels)
+    kinds = [lv.get("kind") if isinstance(lv, dict) else None for lv in levels]
+    seen: dict[str, int] = {}
+    for i, lv in enumerate(levels):
+        name = lv.get("name") if isinstance(lv, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                out.append((("levels", i, "name"), f"duplicate level name '{name}' (also memory.levels.{seen[name]})", name))
+            else:
+                seen[name] = i
+    regs = [i for i, k in enumerate(kinds) if k == "registers"]
+    for i in regs:
+        if i != 0:
+            out.append((("levels", i, "kind"), "a registers level must be the first (innermost) level", "registers"))
+    drams = [i for i, k in enumerate(kinds) if k == "dram"]
+    if not drams and all(k in _LEVEL_KINDS for k in kinds):
+        out.append((("levels",), "exactly one level with kind: dram is required, as the last level", levels))
+    for i in drams:
+        if i != n - 1:
+            out.append((("levels", i, "kind"), f"the dram level must be the last (outermost) level; it is "
+                        f"memory.levels.{i} of {n}", "dram"))
+    for i in drams[1:]:
+        out.append((("levels", i, "kind"), f"only one dram level is allowed (first one is memory.levels.{drams[0]})", "dram"))
+    srams = [(i, lv.get("scope")) for i, lv in enumerate(levels) if isinstance(lv, dict) and lv.get("kind") == "sram"]
+    if not any(scope == "core" for _, scope in srams) and all(k in _LEVEL_KINDS for k in kinds):
+        out.append((("levels",), "at least one level with kind: sram and scope: core is required "
+                    "(the per-core scratchpad the arrays read)", levels))
+    first_chip = next((i for i, s in srams if s == "chip"), None)
+    if first_chip is not None:
+        for i, s in srams:
+            if s == "core" and i > first_chip:
+                out.append((("levels", i, "scope"), f"a scope: core sram must come before scope: chip srams "
+                            f"(memory.levels.{first_chip} is scope: chip)", "core"))
+    return out
