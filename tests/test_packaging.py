@@ -37,13 +37,14 @@ def installed_wheel(tmp_path_factory) -> Path:
     return site
 
 
-def _run_outside(site: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _run_outside(site: Path, tmp_path: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
     # a new user's environment: no SIM_ setting but where the caches live (the session's run
     # cache holds the same engine runs tests/test_readme.py made from the checkout)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIM_") or k in ("SIM_NUMBA_CACHE_DIR",
                                                                                       "SIM_CACHE_DIR")}
     env["PYTHONPATH"] = str(site)
     env["SIM_USER_DIR"] = str(tmp_path / "no-user-folder")
+    env.update(extra_env)
     return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -76,6 +77,12 @@ def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_pa
 
     assert json.loads(gemm.stdout.strip().splitlines()[-1])["cycles"] == \
         simulate_gemm("npu_128x128", m=256, k=256, n=256).cycles
+    # the wheel's kernels are the checkout's sources: they load from the kernel cache the
+    # checkout filled (tests/conftest.py compiled it) instead of compiling again (~60 s)
+    probe = _run_outside(installed_wheel, tmp_path, "-c", "from sim import simulate_gemm; "
+                         "simulate_gemm('npu_128x128', m=64, k=64, n=64)", NUMBA_DEBUG_CACHE="1")
+    assert probe.returncode == 0, probe.stderr
+    assert "data loaded" in probe.stdout + probe.stderr and "data saved" not in probe.stdout + probe.stderr
     unknown = _run_outside(installed_wheel, tmp_path, "-m", "sim", "gemm", "no_such_chip", "--m", "8", "--k", "8",
                            "--n", "8")
     assert unknown.returncode == 2

@@ -59,6 +59,43 @@ else:
     if _dir:
         numba.config.CACHE_DIR = _dir
 
+    def _install_relocatable_locator() -> None:
+        """Keep this package's compiled kernels where they are found from any install path.
+
+        Numba files a cached kernel under a folder named after the absolute path of its
+        source file, so the same sources installed elsewhere (a wheel in a new venv, a second
+        checkout) compiled everything again (~60 s).  The folder above is already named after
+        the hash of every kernel source, and Numba checks each file's content hash before it
+        loads anything, so this package's kernels are filed in one path-independent folder
+        inside it.  Other packages' Numba functions are untouched; if Numba's locator API is
+        not what this expects, its default locators are used."""
+        try:
+            from numba.core import caching
+        except ImportError:  # pragma: no cover - a Numba without the module
+            return
+        base = getattr(caching, "UserProvidedCacheLocator", None) or getattr(caching, "_UserProvidedCacheLocator",
+                                                                             None)
+        impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+        if base is None or impl is None or not isinstance(getattr(impl, "_locator_classes", None), list):
+            return
+        here = str(Path(__file__).resolve().parent)
+
+        class KernelSourceHashLocator(base):
+            def __init__(self, py_func, py_file):
+                super().__init__(py_func, py_file)
+                self._cache_path = str(Path(_dir) / "kernels")
+
+            @classmethod
+            def from_function(cls, py_func, py_file):
+                if not _dir or str(Path(py_file).resolve().parent) != here:
+                    return None
+                return super().from_function(py_func, py_file)
+
+        if not any(getattr(c, "__name__", "") == "KernelSourceHashLocator" for c in impl._locator_classes):
+            impl._locator_classes.insert(0, KernelSourceHashLocator)
+
+    _install_relocatable_locator()
+
     def kernel(fn=None, **kwargs):
         """``@kernel`` = ``numba.njit(cache=True, nogil=True)`` (deterministic: no fastmath)."""
         opts = dict(cache=bool(_dir), nogil=True)
