@@ -46,7 +46,7 @@ def test_the_unaligned_fallback_is_close_to_the_full_simulation(no_cache, monkey
     full = simulate_gemm(chip, m=m, k=k, n=n)
     clear_cache()
     monkeypatch.setattr(X, "EXTRAPOLATE", True)
-    monkeypatch.setattr(X, "HUGE_WORK_FACTOR", 0)
+    monkeypatch.setattr(X, "HUGE_WORK", 0)
     forced = simulate_gemm(chip, m=m, k=k, n=n)
     ex = forced.details["extrapolated"]
     assert ex["dim"] == "waves" and ex["period_aligned"] is False  # the fallback, not a dim plan
