@@ -112,14 +112,19 @@ def test_rows_finished_between_reading_the_store_and_claiming_are_not_simulated_
     monkeypatch.setenv("SIM_NO_CACHE", "1")
     _, first = run_sweep(str(spec), out=str(out), jobs=1, progress=False)
     assert first.new == 3
-    real_load = ResultStore.load
-    calls = {"n": 0}
+    real_load, real_parts = ResultStore.load, ResultStore.part_files
+    calls = {"n": 0, "parts": 0}
 
     def stale_first_read(self, refresh=False):
         calls["n"] += 1
         return {} if calls["n"] == 1 else real_load(self, refresh=refresh)
 
+    def parts_before_the_first_sweep_wrote(self):
+        calls["parts"] += 1
+        return [] if calls["parts"] == 1 else real_parts(self)
+
     monkeypatch.setattr(ResultStore, "load", stale_first_read)
+    monkeypatch.setattr(ResultStore, "part_files", parts_before_the_first_sweep_wrote)
     df, second = run_sweep(str(spec), out=str(out), jobs=1, progress=False)
     assert calls["n"] >= 2
     assert second.new == 0 and second.reused == 3, second

@@ -465,6 +465,7 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
         store = ResultStore(out)
         store.clean_temporaries()
         stats.store = str(store.path)
+    parts_read = store.part_files() if store is not None else []
     stored = store.load() if store is not None else {}
     tasks: dict[str, dict] = {}
     meta: dict[str, dict] = {}
@@ -497,8 +498,9 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
     if store is not None and tasks:
         mine, held = store.claim(tasks)
         # Rows another sweep finished between our first read of the store and our claim: that
-        # sweep writes its rows before it drops its claims, so they are visible now.
-        fresh = store.load(refresh=True)
+        # sweep writes its rows before it drops its claims, so they are visible now (read
+        # again only when a part was written or compacted since: no new part, nothing new).
+        fresh = store.load(refresh=True) if store.part_files() != parts_read else stored
         done = [h for h in mine if h in fresh and not (retry_errors and fresh[h].get("error"))]
         if done:
             store.release(done)
