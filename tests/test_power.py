@@ -72,12 +72,14 @@ def test_core_energy_scales_with_voltage_squared_dram_does_not():
 def test_dvfs_runs_a_compute_bound_gemm_at_the_highest_clock_that_fits():
     chip = dvfs_chip("h200_sxm")
     pw = chip.power
-    op = Gemm("g", m=4096, k=4096, n=4096, dtype="bf16")
+    op = Gemm("g", m=8192, k=8192, n=8192, dtype="bf16")
+    top = DV.top_clock_mhz(chip)
     f, r, p, limited = DV.dvfs_clock(chip, op)
     assert not limited
-    assert pw.min_clock_mhz < f < pw.boost_clock_mhz
+    assert pw.min_clock_mhz < f < top
     assert p <= pw.tdp_w * (1 + PW.POWER_TOLERANCE)
-    # one grid step higher is above the limit
+    # at the chip's clock, and one grid step higher, it is above the limit
+    assert DV.power_at(chip, op, None, top)[1] > pw.tdp_w * (1 + PW.POWER_TOLERANCE)
     _, p_up = DV.power_at(chip, op, None, f + pw.clock_step_mhz)
     assert p_up > pw.tdp_w * (1 + PW.POWER_TOLERANCE)
     # the result reports the clock, and its cycles are at the chip's nominal clock
@@ -86,11 +88,23 @@ def test_dvfs_runs_a_compute_bound_gemm_at_the_highest_clock_that_fits():
     assert res.seconds == pytest.approx(res.cycles / chip.clock_hz, rel=1e-6)
 
 
-def test_memory_bound_decode_gemv_runs_at_boost():
+def test_top_clock_is_the_chips_clock_capped_at_boost():
+    h200, b200 = dvfs_chip("h200_sxm"), dvfs_chip("blackwell_b200")
+    assert DV.top_clock_mhz(h200) == h200.clock_mhz < h200.power.boost_clock_mhz  # the calibrated 1650 MHz
+    assert DV.top_clock_mhz(b200) == b200.power.boost_clock_mhz == b200.clock_mhz
+    fast = load_chip("h200_sxm", overrides=["power.dvfs=true", "clock_mhz=2500"])
+    assert DV.top_clock_mhz(fast) == fast.power.boost_clock_mhz
+
+
+def test_memory_bound_decode_gemv_runs_at_the_chips_clock_unchanged():
+    """An op whose power fits the limit runs at clock_mhz: the same result as with DVFS off."""
     chip = dvfs_chip("h200_sxm")
-    res = simulate_op(chip, Gemm("gemv", m=1, k=4096, n=14336, dtype="bf16"))
-    assert res.details["clock_mhz"] == chip.power.boost_clock_mhz
+    op = Gemm("gemv", m=1, k=4096, n=14336, dtype="bf16")
+    res = simulate_op(chip, op)
+    assert res.details["clock_mhz"] == chip.clock_mhz and not res.details["power_limited"]
     assert res.details["power_w"] < chip.power.tdp_w
+    off = simulate_op(load_chip("h200_sxm", overrides=["power.dvfs=false"]), op)
+    assert res.cycles == off.cycles and res.dram_bytes == off.dram_bytes and res.energy_pj == off.energy_pj
 
 
 @pytest.mark.slow

@@ -85,8 +85,9 @@ class PowerSpec(_Spec):
     (MACs, vector ops, registers, SRAMs, L2, on-chip network) scale with the square of the
     voltage (CMOS dynamic energy C V^2 per switched capacitance), the voltage linear in f
     between ``(min_clock_mhz, voltage_at_min_clock)`` and ``(boost_clock_mhz, 1)``; DRAM and
-    off-chip links are on their own supplies and do not scale.  With ``dvfs: true`` every
-    op runs at the highest clock (on a ``clock_step_mhz`` grid) whose power fits ``tdp_w``
+    off-chip links are on their own supplies and do not scale.  With ``dvfs: true`` an op
+    runs at the chip's ``clock_mhz`` (at most the boost clock) when its power fits ``tdp_w``,
+    else at the highest clock below it (on a ``clock_step_mhz`` grid) that fits
     (:mod:`sim.model.cost.power`); otherwise every op runs at ``clock_mhz``.
     """
 

@@ -19,9 +19,10 @@ DVFS range, the form measured on NVIDIA GPUs by Guerreiro et al., "Modeling and 
 the GPU Power Consumption for Cross-Domain DVFS", IEEE TPDS 30(11), 2019 (voltage rising
 linearly with the core clock above a knee).
 
-With ``power.dvfs: true`` an op runs at the highest clock on the ``clock_step_mhz`` grid
-(NVIDIA GPUs step their clocks by 15 MHz) between ``min_clock_mhz`` and
-``boost_clock_mhz`` whose power fits ``tdp_w``; the op is re-simulated at each clock tried,
+With ``power.dvfs: true`` an op runs at the chip's ``clock_mhz`` (at most ``boost_clock_mhz``)
+when its power there fits ``tdp_w``, else at the highest clock below it on the
+``clock_step_mhz`` grid (NVIDIA GPUs step their clocks by 15 MHz), down to ``min_clock_mhz``,
+whose power fits; the op is re-simulated at each clock tried,
 so memory-bound phases that do not slow down with the clock are costed as they are.  Its
 result carries ``details['clock_mhz']``, ``details['power_w']`` and
 ``details['voltage_ratio']``; its cycle counts are expressed at the chip's ``clock_mhz``

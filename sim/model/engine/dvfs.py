@@ -1,5 +1,5 @@
 """The clock an op runs at under its chip's power limit (DVFS): the op is re-simulated at each
-clock tried, from the boost clock down, until its power fits (the model is in
+clock tried, from the chip's ``clock_mhz`` down, until its power fits (the model is in
 :mod:`sim.model.cost.power`)."""
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at
 from sim.model.engine.lower import Options
 from sim.model.engine.run import simulate_op_at_clock as simulate_op
 
-__all__ = ["power_at", "dvfs_clock", "simulate_op_dvfs", "calibrate_array_cycle_pj"]
+__all__ = ["power_at", "top_clock_mhz", "dvfs_clock", "simulate_op_dvfs", "calibrate_array_cycle_pj"]
+
+
+def top_clock_mhz(chip) -> float:
+    """The clock an op runs at when its power fits the limit: the chip's ``clock_mhz``, at most
+    the boost clock.  Where ``clock_mhz`` is the boost clock (blackwell_b200) that is the
+    boost clock; where it is a calibration of the rate short, unthrottled kernels reach
+    (h200_sxm, h100_sxm: 1650 MHz, see their files) DVFS only ever lowers it."""
+    return min(float(chip.clock_mhz), float(chip.power.boost_clock_mhz))
 
 
 def power_at(chip, op, options, clock_mhz: float):
@@ -22,13 +30,15 @@ def power_at(chip, op, options, clock_mhz: float):
 
 def dvfs_clock(chip, op, options=None):
     """(clock MHz, result at that clock, power W, limited) for ``op`` under the chip's power
-    limit: the boost clock when it fits, else the highest grid clock that does (the
-    minimum clock, ``limited`` True, when none does)."""
+    limit: the chip's ``clock_mhz`` (its clock when the power allows it; at most the boost
+    clock) when it fits, else the highest grid clock below it that does (the minimum clock,
+    ``limited`` True, when none does)."""
 
     options = options or Options()
     pw = chip.power
     limit = pw.tdp_w * (1.0 + POWER_TOLERANCE)
-    f = pw.boost_clock_mhz
+    top = top_clock_mhz(chip)
+    f = top
     r, p = power_at(chip, op, options, f)
     if p <= limit:
         return f, r, p, False
@@ -41,7 +51,7 @@ def dvfs_clock(chip, op, options=None):
         r2, p2 = power_at(chip, op, options, nxt)
         if p2 <= limit:
             feasible = (nxt, r2, p2)
-            if nxt + pw.clock_step_mhz >= infeasible or nxt >= pw.boost_clock_mhz:
+            if nxt + pw.clock_step_mhz >= infeasible or nxt >= top:
                 break
             # the prediction from an infeasible clock undershoots only when time grows
             # slower than 1/f; one grid step up may still fit
@@ -67,7 +77,7 @@ def simulate_op_dvfs(chip, op, options=None):
     f, r, p, limited = dvfs_clock(chip, op, options)
     scale = chip.clock_mhz / f  # op-clock cycles -> cycles of the chip's nominal clock
     details = dict(r.details, clock_mhz=f, power_w=p, voltage_ratio=chip.power.voltage_ratio(f),
-                   power_limited=bool(f < chip.power.boost_clock_mhz), below_min_clock=bool(limited))
+                   power_limited=bool(f < top_clock_mhz(chip)), below_min_clock=bool(limited))
     return dataclasses.replace(
         r, cycles=r.cycles * scale, compute_cycles=r.compute_cycles * scale, stall_cycles=r.stall_cycles * scale,
         roofline_cycles=r.roofline_cycles * scale, details=details)
