@@ -190,7 +190,7 @@ def test_eager_rope_is_rotate_half_for_q_and_k():
     kv = VectorOp("attn.kv_append", "kv_append", 2 * T * KV * d, 0.0, 4 * T * KV * d, 4 * T * KV * d)
     stack = load_stack("eager_pytorch")
     ks = [k for k, _ in kernels(rope, stack, {"eb": 2, "kv_rows": kv.elements // 2})]
-    assert [k.op for k in ks] == ["bcast_mul", "neg", "cat", "bcast_mul", "add"] * 2
+    assert [k.op for k in ks] == ["bcast_mul", "neg", "strided_cat", "bcast_mul", "add"] * 2
     for n, part in ((T * H * d, ks[:5]), (T * KV * d, ks[5:])):
         assert [k.read_bytes for k in part] == [2 * (n + T * d), n, 2 * n, 2 * (n + T * d), 4 * n]
         assert [k.write_bytes for k in part] == [2 * n, n, 2 * n, 2 * n, 2 * n]

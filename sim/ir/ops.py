@@ -264,6 +264,11 @@ class VectorOp:
             raise ShapeError(f"VectorOp '{self.name}': ops and bytes must be >= 0")
 
     @property
+    def rows(self) -> int:
+        """Rows of ``row_elements`` (elements / row length, rounded up); 0 for a 1-D stream."""
+        return -(-self.elements // self.row_elements) if self.row_elements else 0
+
+    @property
     def macs(self) -> int:
         return 0
 

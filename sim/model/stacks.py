@@ -281,7 +281,7 @@ def _vector_kernels(op: VectorOp, s: StackSpec, ctx: dict | None = None) -> list
 def _with_stream(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
     out = []
     for kop, lib in pairs:
-        rule = stack.stream_rule(kop.op, kop.row_elements) if isinstance(kop, VectorOp) else None
+        rule = stack.stream_rule(kop.op, kop.row_elements, kop.rows) if isinstance(kop, VectorOp) else None
         out.append((kop, dict(lib, stream=rule) if rule is not None else lib))
     return out
 
@@ -426,7 +426,7 @@ def lower_trace(trace: Iterable, stack: StackSpec) -> list[Kernel]:
                 if head is not None:
                     el = head.m * head.k
                     pairs.append((VectorOp("lm_head.gather", "gather", el, 0.0, int(el * eb) + 8 * head.m,
-                                           int(el * eb)), {}))
+                                           int(el * eb), row_elements=head.k), {}))
             if stack.kv_append_per_group and len(atts) > 1 and isinstance(op, VectorOp) and op.op == "kv_append":
                 # one cache write (or pair) per attention call: each group's share of the tokens
                 pairs += [kp for part in _per_group(op, atts) for kp in kernels(part, stack, ctx)]

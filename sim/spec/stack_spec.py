@@ -166,11 +166,17 @@ class StreamKernelRule(_Frozen):
     floor_ns: float = Field(default=0.0, ge=0.0, description="shortest kernel body, launch excluded")
     floor_ns_per_row_element: float = Field(default=0.0, ge=0.0,
                                             description="added to the floor per element of a row")
+    # rows = elements / row length: an index kernel (index_select, index_add_) picks its
+    # variant by the number of indices, and its small-index variant walks them one by one
+    min_rows: int = Field(default=0, ge=0, description="rule applies to ops of at least this many rows")
+    max_rows: int | None = Field(default=None, ge=1, description="... and at most this many")
+    floor_ns_per_row: float = Field(default=0.0, ge=0.0, description="added to the floor per row")
     source: str = Field(default="", description="the measurement (file, rows) the numbers come from")
 
-    def matches(self, op: str, row_elements: int) -> bool:
+    def matches(self, op: str, row_elements: int, rows: int = 0) -> bool:
         return op in self.ops and row_elements >= self.min_row_elements and \
-            (self.max_row_elements is None or row_elements <= self.max_row_elements)
+            (self.max_row_elements is None or row_elements <= self.max_row_elements) and \
+            rows >= self.min_rows and (self.max_rows is None or rows <= self.max_rows)
 
 
 class HostRule(_Frozen):
@@ -233,6 +239,7 @@ class StackSpec(_Frozen):
         out.update(w.row_work.array for w in self.gemm.weight_only.values() if w.row_work is not None)
         return out
 
-    def stream_rule(self, op: str, row_elements: int = 0) -> StreamKernelRule | None:
-        """The first stream-kernel class ``op`` (a VectorOp name) with rows of ``row_elements`` falls in."""
-        return next((r for r in self.stream_kernels if r.matches(op, row_elements)), None)
+    def stream_rule(self, op: str, row_elements: int = 0, rows: int = 0) -> StreamKernelRule | None:
+        """The first stream-kernel class ``op`` (a VectorOp name) with ``rows`` rows of
+        ``row_elements`` falls in."""
+        return next((r for r in self.stream_kernels if r.matches(op, row_elements, rows)), None)
