@@ -76,7 +76,10 @@ def simulate_op_dvfs(chip, op, options=None):
     whose cycle counts are at the chip's ``clock_mhz`` and whose details say the clock."""
     f, r, p, limited = dvfs_clock(chip, op, options)
     scale = chip.clock_mhz / f  # op-clock cycles -> cycles of the chip's nominal clock
-    details = dict(r.details, clock_mhz=f, power_w=p, voltage_ratio=chip.power.voltage_ratio(f),
+    # cycle counts in the details too (launch overhead, ...): every *_cycles is at the nominal clock
+    rescaled = {k: v * scale for k, v in r.details.items()
+                if k.endswith("_cycles") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    details = dict(r.details, **rescaled, clock_mhz=f, power_w=p, voltage_ratio=chip.power.voltage_ratio(f),
                    power_limited=bool(f < top_clock_mhz(chip)), below_min_clock=bool(limited))
     return dataclasses.replace(
         r, cycles=r.cycles * scale, compute_cycles=r.compute_cycles * scale, stall_cycles=r.stall_cycles * scale,
