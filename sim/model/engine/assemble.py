@@ -221,7 +221,7 @@ def stream_kernel_rate(chip, op: VectorOp, res: OpResult, rule) -> OpResult:
     launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
     body = max(0.0, res.cycles - launch)
     floor = (rule.floor_ns + rule.floor_ns_per_row_element * op.row_elements
-             + getattr(rule, "floor_ns_per_row", 0.0) * op.rows) * chip.clock_hz / 1e9
+             + rule.floor_ns_per_row * op.rows) * chip.clock_hz / 1e9
     new_body = max(floor, body / rule.bandwidth_fraction)
     if new_body <= body:
         return res
