@@ -46,6 +46,28 @@ def _priced(chip, op, stack):
     return simulate_op(chip, kop, Kernel(kop, **lib).options(Options()))
 
 
+def _fit_script(name: str):
+    """A fit script of validation/ as a module (they are scripts, not package modules)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "validation" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _in_graph_rows(chip, stack, csv_name: str):
+    """(rows, measured body in us of a row) of an in-graph microbenchmark file: per-kernel time
+    less the same run's tiny_add plus the body the chip's model gives a tiny kernel (the
+    convention of the fits and of the profile's floors)."""
+    with open(MEAS / csv_name) as f:
+        rows = list(csv.DictReader(f))
+    tiny = next(float(r["per_kernel_us"]) for r in rows if r["op"] == "tiny_add")
+    tiny_body = _priced(chip, VectorOp("t", "add", 1, 1.0, 4, 2), stack).seconds * 1e6 \
+        - chip.runtime.op_launch_overhead_ns * 1e-3
+    return rows, lambda r: float(r["per_kernel_us"]) - tiny + tiny_body
+
+
 def test_holdout_rows_of_the_bandwidth_microbenchmark(h200):
     """The fractions come from the dev rows >= 128 MiB of h200_micro_membw.csv: every holdout
     norm / softmax row of 32 MiB and more, at the row lengths the dev rows have (1024, 4096),
@@ -209,11 +231,7 @@ def test_strided_elementwise_kernels_against_rows_they_were_not_fitted_on(h200, 
     floors from 8 rows (validation/fit_strided_elementwise.py); 128 and 512 rows are out of
     sample.  The contiguous kernels of the same file are the contrast: the strided ones must
     come out slower, as measured."""
-    with open(MEAS / "h200_micro_strided_elementwise.csv") as f:
-        rows = list(csv.DictReader(f))
-    tiny = next(float(r["per_kernel_us"]) for r in rows if r["op"] == "tiny_add")
-    tiny_body = _priced(h200, VectorOp("t", "add", 1, 1.0, 4, 2), eager).seconds * 1e6 \
-        - h200.runtime.op_launch_overhead_ns * 1e-3
+    rows, body_us = _in_graph_rows(h200, eager, "h200_micro_strided_elementwise.csv")
     ops = {"strided_silu": 4.0, "strided_mul": 1.0, "bcast_mul": 1.0, "silu": 4.0, "mul": 1.0}
     errs = []
     for r in rows:
@@ -222,7 +240,7 @@ def test_strided_elementwise_kernels_against_rows_they_were_not_fitted_on(h200, 
         n = int(r["rows"]) * int(r["cols"])
         op = VectorOp(r["op"], r["op"] if r["op"] != "mul" else "add", n, ops[r["op"]], int(r["bytes"]) - 2 * n, 2 * n)
         pred = _priced(h200, op, eager).seconds * 1e6 - h200.runtime.op_launch_overhead_ns * 1e-3
-        meas = float(r["per_kernel_us"]) - tiny + tiny_body
+        meas = body_us(r)
         if r["op"].startswith("strided") or r["op"] == "bcast_mul":
             errs.append(abs(pred - meas) / meas)
     assert len(errs) == 10
@@ -249,19 +267,11 @@ def test_rope_cache_and_cast_kernels_against_rows_they_were_not_fitted_on(h200, 
     transposing KV-cache write and the fp8 activation cast.  Their fractions came from rows
     (tokens) >= 2048 (validation/fit_strided_elementwise.py); 512 tokens are out of sample.
     The fitted profile values are what the fit script derives from the file."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fit_se", ROOT / "validation" / "fit_strided_elementwise.py")
-    fit_se = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit_se)
+    fit_se = _fit_script("fit_strided_elementwise")
     fitted = fit_se.fit(h200)
     for op in ("neg", "strided_cat", "kv_append", "quant_act"):
         assert eager.stream_rule(op).bandwidth_fraction == pytest.approx(fitted[op]["bandwidth_fraction"], abs=0.002)
-    with open(MEAS / "h200_micro_rope_kernels.csv") as f:
-        rows = list(csv.DictReader(f))
-    tiny = next(float(r["per_kernel_us"]) for r in rows if r["op"] == "tiny_add")
-    tiny_body = _priced(h200, VectorOp("t", "add", 1, 1.0, 4, 2), eager).seconds * 1e6 \
-        - h200.runtime.op_launch_overhead_ns * 1e-3
+    rows, body_us = _in_graph_rows(h200, eager, "h200_micro_rope_kernels.csv")
     profile_op = {"neg": "neg", "cat": "strided_cat", "kv": "kv_append", "fp8": "quant_act"}
     errs = []
     for r in rows:
@@ -277,7 +287,7 @@ def test_rope_cache_and_cast_kernels_against_rows_they_were_not_fitted_on(h200, 
         kop, lib = kernels(op, eager)[0]
         res = simulate_op(h200, kop, Kernel(kop, **lib).options(Options()))
         pred = res.seconds * 1e6 - h200.runtime.op_launch_overhead_ns * 1e-3
-        meas = float(r["per_kernel_us"]) - tiny + tiny_body
+        meas = body_us(r)
         errs.append(abs(pred - meas) / meas)
     assert len(errs) == 16
     errs.sort()
@@ -292,11 +302,7 @@ def test_moe_index_kernels_against_rows_they_were_not_fitted_on(h200, eager):
     out of sample for index_add: within 35 % there (measured 13-31 % fast: the rule's
     max(floor, stream / fraction) form is sharpest where the two meet).  The small-index
     kernels grow with the number of indices, as measured, and not with the row length."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fit_ix", ROOT / "validation" / "fit_index_kernels.py")
-    fit_ix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit_ix)
+    fit_ix = _fit_script("fit_index_kernels")
     fitted = fit_ix.fit(h200)
     for op in ("gather", "index_add"):
         small = eager.stream_rule(op, 4096, 8)
@@ -306,18 +312,14 @@ def test_moe_index_kernels_against_rows_they_were_not_fitted_on(h200, eager):
     large = eager.stream_rule("index_add", 4096, 512)
     assert large.bandwidth_fraction == pytest.approx(fitted["index_add"]["large_bandwidth_fraction"], abs=0.002)
     assert eager.stream_rule("gather", 4096, 512) is None  # the large index_select streams at the ideal rate
-    with open(MEAS / "h200_micro_moe_kernels.csv") as f:
-        rows = list(csv.DictReader(f))
-    tiny = next(float(r["per_kernel_us"]) for r in rows if r["op"] == "tiny_add")
-    tiny_body = _priced(h200, VectorOp("t", "add", 1, 1.0, 4, 2), eager).seconds * 1e6 \
-        - h200.runtime.op_launch_overhead_ns * 1e-3
+    rows, body_us = _in_graph_rows(h200, eager, "h200_micro_moe_kernels.csv")
     errs = []
     for r in rows:
         if r["op"] != "index_add" or int(r["rows"]) not in (64, 128, 256):
             continue
         op = fit_ix.op_for(r["op"], int(r["rows"]), int(r["cols"]), int(r["bytes"]))
         pred = _priced(h200, op, eager).seconds * 1e6 - h200.runtime.op_launch_overhead_ns * 1e-3
-        meas = float(r["per_kernel_us"]) - tiny + tiny_body
+        meas = body_us(r)
         errs.append(abs(pred - meas) / meas)
     assert len(errs) == 6
     assert max(errs) <= 0.35, errs
