@@ -170,3 +170,58 @@ def test_a_corrupted_part_is_reported_the_same_way_every_time(tmp_path):
         assert part.name in proc.stderr and "corrupted" in proc.stderr and "Traceback" not in proc.stderr
     with pytest.raises(StoreError):
         ResultStore(out).load()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc: children of each thread)."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for k in map(int, kids):
+                if k not in out:
+                    out.add(k)
+                    todo.append(k)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to list child processes")
+def test_sigterm_ends_validate_and_every_worker_it_started(tmp_path):
+    """`timeout` or a scheduler's SIGTERM on `sim validate -j 2`: exit 130 with the finished
+    cases in the checkpoint, and no pool worker left running without its parent (before,
+    the workers of a killed run computed on as orphans)."""
+    cases = Path(__file__).resolve().parents[1] / "validation" / "ci_cases.csv"
+    out = tmp_path / "v"
+    proc = subprocess.Popen([sys.executable, "-m", "sim", "validate", "h200_sxm", str(cases), "--out", str(out),
+                             "-j", "2"], env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        workers = _descendants(proc.pid)
+    assert proc.poll() is None and len(workers) >= 2, "the pool never started"
+    time.sleep(2.0)  # the workers are importing or computing their first cases
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    deadline = time.monotonic() + 15
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(_alive, workers)), f"workers still running: {sorted(filter(_alive, workers))}"
+    # the checkpoint holds whole lines only (a header and the cases finished before the signal)
+    lines = (out / "predictions.partial.jsonl").read_text().splitlines()
+    assert lines and all(line.startswith("{") and line.endswith("}") for line in lines)

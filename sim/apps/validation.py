@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from sim.apps.inference import check_fit, default_dtype, run_llm, run_trace
+from sim.apps.interrupt import sigterm_as_interrupt, stop_pool
 from sim.errors import SimError, WorkloadError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.model.cost.power import at_clock
@@ -35,9 +36,9 @@ from sim.model.stacks import Kernel, chip_stack, kernels, load_stack, lower_trac
 from sim.model.workload.llm import (VECTOR_OPS_PER_ELEMENT, Iteration, Parallelism, Precision, Sequence, Trace,
                                     build_iteration)
 from sim.model.workload.models import list_models, load_model_spec
+from sim.spec import catalog
 from sim.spec.dtypes import format_names, get_format
 from sim.spec.model_spec import ModelSpec
-from sim.spec import catalog
 from sim.spec.registry import load_chip
 
 COLUMNS = ("kind", "dtype", "m", "k", "n", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "causal",
@@ -635,25 +636,37 @@ def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1,
 
     try:
         jobs = max(1, min(int(jobs), len(todo)))
-        if jobs == 1:
-            for c in todo:
-                finished(_predict_row(chip, c))
-        else:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            # spawn: a fresh interpreter per worker (no forked locks or compiled-code state)
-            with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                                     initargs=(chip,)) as pool:
-                futures = [pool.submit(_worker_predict, c) for c in todo]
-                for fut in as_completed(futures):
-                    finished(fut.result())
+        # SIGTERM (`timeout`, a scheduler) ends the run as Ctrl-C does: every finished case is
+        # already in the checkpoint, and no worker outlives the run
+        with sigterm_as_interrupt():
+            if jobs == 1:
+                for c in todo:
+                    finished(_predict_row(chip, c))
+            else:
+                _predict_on_pool(chip, todo, jobs, finished)
     finally:
         if sink is not None:
             sink.close()
         if bar is not None:
             bar.close()
     return pd.DataFrame([done[c.line] for c in cases])
+
+
+def _predict_on_pool(chip, todo: list, jobs: int, finished) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn: a fresh interpreter per worker (no forked locks or compiled-code state)
+    pool = ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                               initargs=(chip,))
+    try:
+        futures = [pool.submit(_worker_predict, c) for c in todo]
+        for fut in as_completed(futures):
+            finished(fut.result())
+    except BaseException:
+        stop_pool(pool)  # cases in flight are lost either way; their workers must not run on
+        raise
+    pool.shutdown()
 
 
 def summarize(df) -> dict[str, Any]:

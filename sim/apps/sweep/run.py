@@ -7,20 +7,18 @@ all give the same DataFrame, bit for bit.
 """
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import logging
 import multiprocessing as mp
 import os
-import signal
 import sys
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
+from sim.apps.interrupt import sigterm_as_interrupt, stop_pool
 from sim.apps.store import STRING_COLUMNS, ResultStore, canonical_json, simulator_version, write_table_files
 from sim.apps.sweep.evaluate import evaluate_point, worker_init
 from sim.apps.sweep.plan import Point, expand
@@ -331,7 +329,7 @@ def _run_pool(tasks: list[dict], jobs: int, add: Callable[[dict], None]) -> None
                     pending.pop(h, None)
                     add(row)
         except BaseException:
-            ex.shutdown(wait=False, cancel_futures=True)
+            stop_pool(ex)
             raise
         ex.shutdown(wait=not broken, cancel_futures=True)
         if broken and not isolate:
@@ -434,24 +432,6 @@ def _await_points(store: ResultStore, held: dict[str, int], tasks: dict[str, dic
             time.sleep(AWAIT_POLL_SECONDS)
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a scheduler's kill, `timeout`) ends a sweep as Ctrl-C does: finished points
-    are written to the store before the process exits (the default action drops them)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = None, scheduler: str | None = None,
               progress: bool = True, retry_errors: bool = False, overrides: list[str] | None = None,
               connect_timeout: float = 5.0, log: Callable[[str], None] | None = None):
@@ -522,7 +502,7 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
             bar.set_postfix_str(f"{sink.failed} failed", refresh=False)
 
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             if todo:
                 if scheduler:
                     _run_dask(todo, scheduler, jobs, add, connect_timeout)

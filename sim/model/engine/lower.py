@@ -69,6 +69,9 @@ class Options:
                                                 # kernel's achieved rate and floor; None: the ideal stream
     row_work: object = None                     # a stack's RowWorkRule: a weight-only GEMM kernel's per-row
                                                 # work beyond the engine's (tinygemm); None: none
+    mapping_of: tuple | None = None             # simulate only the candidate with this mapping_key when the
+                                                # mapper still offers it (DVFS re-uses, at the clocks below
+                                                # the chip's, the mapping it chose at the chip's clock)
 
     def __post_init__(self) -> None:
         if self.memory not in ("modeled", "ideal"):

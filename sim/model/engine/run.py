@@ -94,6 +94,9 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
         # no kernel library: the distinct tiles the estimate cannot tell apart are simulated
         top, tie = fid["refine"], RANK_TIE
     cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
+    if options.mapping_of is not None:
+        same = [c for c in cands if mapping_key(c[2], c[3]) == options.mapping_of]
+        cands = same[:1] or cands  # the mapper no longer offers it: every candidate, as without
     # large problems: fewer candidates, each is costly to simulate (the tie band's only its pick)
     large = fid["refine_large"] if tie is None else 1
     if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
@@ -123,6 +126,23 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
         best = gemm_row_work(chip, op, best, options.row_work)
     return best
+
+
+def mapping_key(mapping, split: int) -> tuple:
+    """What tells two candidate mappings of one op apart: split-K factor, distribution,
+    partition, tiles and loop order."""
+    return (int(split), mapping.distribution, tuple(mapping.partition), mapping.tile_m, mapping.tile_n,
+            mapping.tile_k, mapping.loop_order)
+
+
+def result_mapping_key(result) -> tuple | None:
+    """The :func:`mapping_key` of the mapping an :class:`OpResult` ran (None without one)."""
+    m = result.mapping or {}
+    if "tile_m" not in m:
+        return None
+    split = (m.get("compute") or {}).get("split_k") or 1
+    return (int(split), m["distribution"], tuple(m["partition"]), m["tile_m"], m["tile_n"], m["tile_k"],
+            m["loop_order"])
 
 
 def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: bool,
