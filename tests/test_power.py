@@ -88,6 +88,21 @@ def test_dvfs_runs_a_compute_bound_gemm_at_the_highest_clock_that_fits():
     assert res.seconds == pytest.approx(res.cycles / chip.clock_hz, rel=1e-6)
 
 
+def test_a_throttled_op_keeps_the_mapping_chosen_at_the_chips_clock():
+    """The library's kernel choice does not know the clock the power controller sets: DVFS
+    lowers the clock of a throttled GEMM and keeps the tiles picked at clock_mhz."""
+    chip = dvfs_chip("h200_sxm")
+    op = Gemm("g", m=4096, k=4096, n=4096, dtype="bf16")
+    res = simulate_op(chip, op)
+    assert res.details["power_limited"]
+    at_top = simulate_op(load_chip("h200_sxm", overrides=["power.dvfs=false"]), op)
+    keys = ("tile_m", "tile_n", "tile_k", "distribution", "loop_order", "partition")
+    assert {k: res.mapping[k] for k in keys} == {k: at_top.mapping[k] for k in keys}
+    assert res.mapping["compute"]["split_k"] == at_top.mapping["compute"]["split_k"]
+    assert res.mapping["compute"]["candidates_simulated"] == 1  # only that mapping, below the top clock
+    assert at_top.mapping["compute"]["candidates_simulated"] > 1
+
+
 def test_top_clock_is_the_chips_clock_capped_at_boost():
     h200, b200 = dvfs_chip("h200_sxm"), dvfs_chip("blackwell_b200")
     assert DV.top_clock_mhz(h200) == h200.clock_mhz < h200.power.boost_clock_mhz  # the calibrated 1650 MHz

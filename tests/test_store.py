@@ -179,7 +179,7 @@ def test_kill_9_then_resume(tmp_path):
     assert 8 <= done_before < 60
     resumed, st = run_sweep(p, out=out, jobs=2, progress=False)
     assert st.reused == done_before and st.new == 60 - done_before
-    reference = sweep(p, jobs=2, progress=False)
+    reference = sweep(p, jobs=1, progress=False)  # in process: the table does not depend on the pool
     pd.testing.assert_frame_equal(reference, resumed)
     stored = ResultStore(out).dataframe()
     assert len(stored) == 60 and stored["hash"].is_unique

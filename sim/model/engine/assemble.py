@@ -118,6 +118,7 @@ def _array_access_bytes(prob: TileProblem, mapping: Mapping, hist, ranges, lower
     kpc = lowered.k_per_pe_cycle
     rows, cols, n_arr = lowered.rows, lowered.cols, lowered.arrays_per_core
     rd = wr = rf = 0.0
+    shapes: dict[tuple[int, int, int], tuple[float, ...]] = {}
     P = hist.shape[0]
     for c in range(P):
         if ranges is not None and len(ranges) == P and mapping.distribution == "block":
@@ -134,14 +135,16 @@ def _array_access_bytes(prob: TileProblem, mapping: Mapping, hist, ranges, lower
             sk = mapping.tile_k if not ek else (prob.k % mapping.tile_k or mapping.tile_k)
             kp = int(math.ceil(sk / kpc))
             sn_arr = -(-sn // n_arr)
-            acc = df.accesses(sm, kp, sn_arr, rows, cols)
-            words_in = float(acc["sram_reads_input"]) * n_arr
-            words_w = float(acc["sram_reads_weight"]) * n_arr
-            words_out = float(acc["sram_writes_output"]) * n_arr
-            words_ps = float(acc.get("sram_reads_psum", 0.0)) * n_arr
+            words = shapes.get((sm, kp, sn_arr))
+            if words is None:  # every core of a cyclic (or even block) mapping runs the same few shapes
+                acc = df.accesses(sm, kp, sn_arr, rows, cols)
+                words = shapes[(sm, kp, sn_arr)] = (
+                    float(acc["sram_reads_input"]) * n_arr, float(acc["sram_reads_weight"]) * n_arr,
+                    float(acc["sram_writes_output"]) * n_arr, float(acc.get("sram_reads_psum", 0.0)) * n_arr,
+                    sum(float(v) for key, v in acc.items() if key.startswith("rf_")) * n_arr)
+            words_in, words_w, words_out, words_ps, rf_words = words
             rd += n_steps * (words_in * prob.layout.a * kpc + words_w * prob.layout.b * kpc + words_ps * prob.layout.psum)
             wr += n_steps * words_out * prob.layout.psum
-            rf_words = sum(float(v) for key, v in acc.items() if key.startswith("rf_")) * n_arr
             rf += n_steps * rf_words * max(prob.layout.a, 1.0)
     return rd, wr, rf
 

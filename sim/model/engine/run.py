@@ -96,7 +96,10 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
     if options.mapping_of is not None:
         same = [c for c in cands if mapping_key(c[2], c[3]) == options.mapping_of]
-        cands = same[:1] or cands  # the mapper no longer offers it: every candidate, as without
+        if not same:  # ranked lower at this clock: look for it among every mapping the search keeps
+            same = _candidates(chip, lowered, cores, budget, _WIDE_SEARCH, ideal, options.split_k, None,
+                               want=options.mapping_of)
+        cands = same[:1] or cands  # the mapper cannot build it here: every candidate, as without
     # large problems: fewer candidates, each is costly to simulate (the tie band's only its pick)
     large = fid["refine_large"] if tie is None else 1
     if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
@@ -145,8 +148,12 @@ def result_mapping_key(result) -> tuple | None:
             m["loop_order"])
 
 
+#: how many of the best-estimated mappings per split-K factor are searched for one wanted by key
+_WIDE_SEARCH = 4096
+
+
 def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: bool,
-                split_menu: tuple[int, ...] | None = None, tie: float | None = None):
+                split_menu: tuple[int, ...] | None = None, tie: float | None = None, want: tuple | None = None):
     """(estimate, problem, mapping, split-K factor) of the best ``top`` mappings - with
     ``tie``, of the best ``top`` distinct tiles (loop orders of one tile count once) whose
     estimates are within ``tie`` of the best one.
@@ -164,7 +171,7 @@ def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: b
     # streams have no array (and no per-kernel threads: blocks_sharing_cores ignores lanes)
     lanes = lowered.lanes() if isinstance(lowered, LoweredOnArray) else 1
     for (group, blocks), S in itertools.product(blocks_sharing_cores(prob, lanes), sorted(set(menu))):
-        if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)):
+        if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)) or (want is not None and S != want[0]):
             continue
         p = group if S == 1 else dataclasses.replace(group, count=prob.count * S, k=-(-prob.k // S),
                                                       layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
@@ -183,6 +190,8 @@ def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: b
             if chip.runtime is not None:
                 extra += chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9
         out.extend((m.estimated_cycles + extra, p, m, S) for m in maps)
+    if want is not None:
+        return [c for c in out if mapping_key(c[2], c[3]) == want][:1]
     if not out:
         raise error if error is not None else MappingError(f"op '{prob.name}': no mapping found")
     if tie is not None:
