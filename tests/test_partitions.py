@@ -1,0 +1,38 @@
+"""The block-mode core splits the mapper enumerates (sim.model.mapper.search.partitions): the
+bounded walk gives exactly what trying every core count and every factorisation gives."""
+from __future__ import annotations
+
+import random
+
+from sim.model.mapper.search import partitions
+
+
+def _every_split(P: int, count: int, m_units: int, n_units: int, max_options: int = 24):
+    """The definition, by brute force: for the most cores that admit a split, every
+    (instances, m, n) factorisation that fits the work, in (instances, m) order."""
+    for used in range(P, 0, -1):
+        found = [(pc, pm, used // pc // pm)
+                 for pc in range(1, min(used, count) + 1) if used % pc == 0
+                 for pm in range(1, used // pc + 1) if (used // pc) % pm == 0
+                 if pm <= m_units and used // pc // pm <= n_units]
+        if found:
+            return found[:max_options]
+    return [(1, 1, 1)]
+
+
+def test_partitions_are_every_split_that_fits():
+    rng = random.Random(7)
+    for _ in range(2000):
+        args = (rng.choice([1, 2, 3, 4, 6, 8, 16, 24, 64, 100, 128, 132, 256, 300]),
+                rng.choice([1, 2, 3, 4, 5, 8, 16, 32, 64, 100]),
+                rng.choice([1, 2, 3, 4, 7, 8, 16, 33, 64, 128, 1000]),
+                rng.choice([1, 2, 3, 5, 8, 16, 31, 64, 128, 1000]))
+        assert partitions(*args) == _every_split(*args), args
+
+
+def test_a_small_problem_on_a_huge_chip_uses_the_cores_its_work_allows():
+    """A 64x64 output on 16,384 cores: the walk starts at the work's bound (trying every
+    core count down from 16,384 took ~8 s of a 64^3 `sim gemm`; now 2 s in all)."""
+    assert partitions(16384, 1, 1, 1) == [(1, 1, 1)]
+    assert partitions(16384, 1, 2, 3) == [(1, 2, 3)]
+    assert partitions(16384, 2, 2, 3) == [(2, 2, 3)]
