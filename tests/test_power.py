@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import sim.model.cost.energy as E
 import sim.apps.energy_report as ER
 import sim.model.cost.power as PW
 import sim.model.engine.dvfs as DV
