@@ -200,3 +200,19 @@ def test_kernel_harness_bursts_run_unthrottled_until_the_controller_reacts(tmp_p
     g = Gemm("gemm", m=8192, k=8192, n=8192, dtype="bf16")
     assert throttled == pytest.approx(simulate_op(chip, g).seconds * 1e3 + chip.runtime.event_timing_overhead_ns * 1e-6,
                                       rel=1e-6)
+
+
+def test_harness_repeats_mirror_the_harness_it_models():
+    """sim.apps.validation.harness_repeats restates validation/gpu/cases.py's repeats_for (the
+    package cannot import the GPU scripts): the two agree at every op length."""
+    import importlib.util
+    from pathlib import Path
+
+    from sim.apps.validation import harness_repeats
+
+    path = Path(__file__).resolve().parents[1] / "validation" / "gpu" / "cases.py"
+    spec = importlib.util.spec_from_file_location("gpu_cases", path)
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    for t_ms in (1e-6, 0.001, 0.0149, 0.015, 0.3, 1.5, 14.9, 15.0, 15.1, 30.0, 100.0, 1e4):
+        assert harness_repeats(t_ms * 1e-3) == cases.repeats_for(t_ms), t_ms

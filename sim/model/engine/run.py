@@ -131,11 +131,14 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     return best
 
 
+#: the Mapping fields that, with the split-K factor, tell two candidate mappings of one op apart
+_KEY_FIELDS = ("distribution", "partition", "tile_m", "tile_n", "tile_k", "loop_order")
+
+
 def mapping_key(mapping, split: int) -> tuple:
     """What tells two candidate mappings of one op apart: split-K factor, distribution,
     partition, tiles and loop order."""
-    return (int(split), mapping.distribution, tuple(mapping.partition), mapping.tile_m, mapping.tile_n,
-            mapping.tile_k, mapping.loop_order)
+    return _key(split, lambda f: getattr(mapping, f))
 
 
 def result_mapping_key(result) -> tuple | None:
@@ -143,9 +146,11 @@ def result_mapping_key(result) -> tuple | None:
     m = result.mapping or {}
     if "tile_m" not in m:
         return None
-    split = (m.get("compute") or {}).get("split_k") or 1
-    return (int(split), m["distribution"], tuple(m["partition"]), m["tile_m"], m["tile_n"], m["tile_k"],
-            m["loop_order"])
+    return _key((m.get("compute") or {}).get("split_k") or 1, m.__getitem__)
+
+
+def _key(split, field) -> tuple:
+    return (int(split),) + tuple(tuple(field(f)) if f == "partition" else field(f) for f in _KEY_FIELDS)
 
 
 #: how many of the best-estimated mappings per split-K factor are searched for one wanted by key
