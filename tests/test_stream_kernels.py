@@ -185,7 +185,7 @@ def test_tinygemm_follows_its_microbenchmark_at_every_row_count(eager):
     slope between the two largest row counts of each shape -> the profile's fraction); the
     other 120 rows are out of sample.  Without the row-work term the engine's fused W4A16
     kernel is 10-30x too fast from m = 64 on.  Priced unthrottled: the microbenchmark's
-    in-graph bursts (21 calls) end long before h200_sxm's power.throttle_delay_s."""
+    in-graph bursts (21 calls) end before h200_sxm's power average (power.average_window_s) can reach its limit."""
     import numpy as np
 
     h200 = sim.load_chip("h200_sxm", overrides=["power.dvfs=false"])

@@ -26,10 +26,9 @@ import numpy as np
 
 from sim.apps.inference import check_fit, default_dtype, run_llm, run_trace
 from sim.apps.interrupt import sigterm_as_interrupt, stop_pool
+from sim.apps.kernel_harness import harness_clock
 from sim.errors import SimError, WorkloadError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
-from sim.model.cost.power import at_clock
-from sim.model.engine.dvfs import top_clock_mhz
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import Kernel, chip_stack, kernels, load_stack, lower_trace
@@ -438,46 +437,12 @@ def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
     return out
 
 
-#: How the kernel harness (validation/gpu/measure.py ``time_fn``; settings recorded in
-#: h200_env.json "harness") times a case: repeats of (a 256 MiB L2-flush read, the op),
-#: 20-200 of them until ~0.3 s (validation/gpu/cases.py ``repeats_for``), the median reported.
-HARNESS_TARGET_S = 0.3
-HARNESS_MAX_REPS = 200
-HARNESS_MIN_REPS = 20
-HARNESS_MIN_REPS_LONG = 5
-HARNESS_FLUSH_BYTES = 256 << 20
-
-
-def harness_repeats(seconds: float) -> int:
-    """The harness's repeat count for an op of ``seconds`` (cases.py ``repeats_for``)."""
-    t_ms = max(seconds * 1e3, 1e-4)
-    want = int(math.ceil(HARNESS_TARGET_S * 1e3 / t_ms))
-    if t_ms * HARNESS_MIN_REPS <= HARNESS_TARGET_S * 1e3:
-        return max(HARNESS_MIN_REPS, min(HARNESS_MAX_REPS, want))
-    return max(HARNESS_MIN_REPS_LONG, min(HARNESS_MIN_REPS, want))
-
-
-def harness_chip(chip, case: Case):
-    """The chip as the kernel harness ran ``case``: a GPU starting from idle runs a burst of
-    repeats at its unthrottled clock for ``power.throttle_delay_s``, so when the median repeat
-    falls inside that time (burst / 2 <= delay) the case is priced at ``clock_mhz`` without
-    the power limit; otherwise (and for every steady-state answer) DVFS applies."""
-    pw = getattr(chip, "power", None)
-    if pw is None or not pw.dvfs or pw.throttle_delay_s <= 0:
-        return chip
-    top = at_clock(chip, top_clock_mhz(chip))
-    t = sum(simulate_op(top, op, opts).seconds for op, opts in case_kernels(top, case))
-    burst_s = harness_repeats(t) * (t + HARNESS_FLUSH_BYTES / chip.memory.dram.peak_bytes_per_s)
-    return top if burst_s / 2 <= pw.throttle_delay_s else chip
-
-
 def predict(chip, case: Case) -> dict[str, Any]:
-    """Predicted milliseconds of one case on ``chip`` and the ops behind it (a kernel case as
-    the harness measured it: :func:`harness_chip`)."""
+    """Predicted milliseconds of one case on ``chip`` and the ops behind it (a kernel case at
+    the clock the harness's median repeat ran at: :func:`sim.apps.kernel_harness.harness_clock`)."""
     if case.kind == "model":
         return predict_model(chip, case)
-    chip = harness_chip(chip, case)
-    ops = case_kernels(chip, case)
+    chip, ops = harness_clock(chip, lambda c: case_kernels(c, case))
     total = 0.0
     kernels = 0
     bounds = []

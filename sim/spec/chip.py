@@ -100,10 +100,11 @@ class PowerSpec(_Spec):
     voltage_at_min_clock: _num(gt=0, le=1) = 1.0
     clock_step_mhz: _num(gt=0, le=10_000) = 1.0
     dvfs: Flag = False
-    # how long the power controller lets a GPU that starts from idle run heavy work at its
-    # unthrottled clock before it lowers it (0: at once).  Steady-state answers do not use it;
-    # it tells which cases of a kernel harness (short bursts from idle) ran unthrottled
-    throttle_delay_s: _num(ge=0, le=3600) = 0.0
+    # the time constant of the power controller's moving average: it lowers the clock once
+    # the board power averaged so (exponentially, from idle) reaches tdp_w (0: at once, per
+    # op).  Steady-state answers do not use it; it tells which repeats of a kernel harness
+    # (short bursts from idle, sim.apps.kernel_harness) ran unthrottled, and at what clock
+    average_window_s: _num(ge=0, le=3600) = 0.0
 
     @model_validator(mode="after")
     def _clock_range(self) -> "PowerSpec":
