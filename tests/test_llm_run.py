@@ -67,6 +67,15 @@ def _time_share(res, bound: str) -> float:
 #: NPU (512 KiB) the re-reads a small buffer forces keep some of them under it
 COMPUTE_BOUND_PREFILL = ("npu_128x128", "h200_sxm", "h100_sxm", "blackwell_b200", "scalesim_32x32")
 
+def _at_its_clock(chip_name: str):
+    """The shipped chip with DVFS off: a roofline statement is a fixed-clock one, and a
+    power-limited clock only lengthens compute-bound ops (tests/test_power.py covers it)."""
+    chip = load_chip(chip_name)
+    if chip.power is not None and chip.power.dvfs:
+        chip = load_chip(chip_name, overrides=["power.dvfs=false"])
+    return chip
+
+
 @pytest.mark.parametrize("chip_name", list_chips())
 def test_prefill_compute_bound_decode_memory_bound(chip_name):
     """The roofline's prediction on every shipped chip, at the chip's default format: a
@@ -74,9 +83,7 @@ def test_prefill_compute_bound_decode_memory_bound(chip_name):
     memory-bound ones.  At the chip's clock (DVFS off): the roofline is a fixed-clock
     statement, and a power-limited clock only makes compute-bound ops longer (the clocks
     under the power limit are tests/test_power.py's)."""
-    chip = load_chip(chip_name)
-    if chip.power is not None and chip.power.dvfs:
-        chip = load_chip(chip_name, overrides=["power.dvfs=false"])
+    chip = _at_its_clock(chip_name)
     dec = run_llm(chip, "llama3-8b", phase="decode", batch=1, context_len=4096, allow_overflow=True)
     assert _time_share(dec, "memory") > 0.5, chip_name
     pre = run_llm(chip, "llama3-8b", phase="prefill", batch=1, prompt_len=4096, allow_overflow=True)
@@ -107,13 +114,14 @@ def test_model_gemms_follow_the_roofline_on_every_chip(chip_name):
     decode GEMVs are memory-bound; ``bound`` is the roofline's class at each op's own
     (compulsory) intensity and ``traffic_bound`` the same test with the traffic the
     mapping really causes.  Prefill GEMMs are compute-bound by the roofline on every chip,
-    and with their real traffic on COMPUTE_BOUND_PREFILL."""
+    and with their real traffic on COMPUTE_BOUND_PREFILL.  At the chip's clock, as the
+    test above."""
     import dataclasses
 
     from sim.apps.single_op import simulate
     from sim.model.workload.llm import decode, prefill
 
-    chip = load_chip(chip_name)
+    chip = _at_its_clock(chip_name)
     classes = {k for a in chip.cores.arrays for k in a.macs_per_pe_per_cycle}
     dtype = "bf16" if "bf16" in classes else "int8"
     spec = load_model_spec("llama3-8b")
