@@ -16,9 +16,6 @@ suite's time budget:
 * the compiled kernels are built once, in the controller, before the workers start: a cold
   Numba compile of the engine takes ~60-70 s of one core, and every worker or subprocess
   that started before the on-disk kernel cache existed paid it again, at once.
-
-The longest tests are collected first (:data:`RUN_FIRST`), so the two xdist workers do not
-finish with one of them still running a minute-long test while the other waits.
 """
 from __future__ import annotations
 
@@ -35,33 +32,6 @@ EXPECTED_SKIPS = {
 ENV = "SIM_TEST_NO_SKIPS"
 
 _skips: list[tuple[str, str]] = []
-
-#: node-id prefixes of the tests that take 20-60 s each on the 2-core build machine (pytest
-#: --durations, 2026-12-02), run first; the rest keep their order.  Started last, one of them
-#: left a worker idle for up to a minute (runs of the same code took 506 and 610 s)
-RUN_FIRST = (
-    "tests/test_serving_replay.py::test_request_percentiles_within_thresholds",
-    "tests/test_validation.py::test_model_ci_subset_stays_within_recorded_thresholds",
-    "tests/test_stream_kernels.py::test_tinygemm_follows_its_microbenchmark_at_every_row_count",
-    "tests/test_readme.py::test_quick_tour_command",
-    "tests/test_llm_run.py::test_prefill_compute_bound_decode_memory_bound",
-    "tests/test_llm_run.py::test_model_gemms_follow_the_roofline_on_every_chip",
-    "tests/test_packaging.py::test_wheel_runs_every_self_contained_quick_tour_command",
-    "tests/test_store.py::test_kill_9_then_resume",
-    "tests/test_notebooks.py::test_notebook_runs",
-    "tests/test_llm_run.py::test_generation_interpolates_between_sampled_steps",
-    "tests/test_readme.py::test_quick_tour_python",
-    "tests/test_validation.py::test_error_does_not_rise_above_recorded_thresholds",
-    "tests/test_power.py::test_derived_clock_reproduces_the_20s_sustained_matmul",
-)
-
-
-def pytest_collection_modifyitems(session, config, items):
-    def rank(item) -> int:
-        return next((i for i, p in enumerate(RUN_FIRST) if item.nodeid.startswith(p)), len(RUN_FIRST))
-
-    items[:] = sorted(items, key=rank)   # stable: the order within a rank is pytest's
-
 
 def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller set the environment up
