@@ -33,6 +33,7 @@ ENV = "SIM_TEST_NO_SKIPS"
 
 _skips: list[tuple[str, str]] = []
 
+
 def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller set the environment up
         return

@@ -219,7 +219,7 @@ def test_kernel_harness_prices_a_case_at_the_clock_its_median_repeat_ran(tmp_pat
     averages above it and its median repeat comes after the average crossed the limit, so it
     runs at the highest 15 MHz step whose repeat period fits - above the clock that GEMM alone
     gets (the flush and the sleeps draw less than the limit), below clock_mhz."""
-    from sim.apps.kernel_harness import HARNESS_FLUSH_BYTES, _period, harness_clock
+    from sim.apps.kernel_harness import HARNESS_FLUSH_BYTES, _repeat, harness_clock
     from sim.apps.validation import case_kernels, predict, read_cases
 
     chip = load_chip("h200_sxm")
@@ -238,7 +238,7 @@ def test_kernel_harness_prices_a_case_at_the_clock_its_median_repeat_ran(tmp_pat
     per_op_mhz = simulate_op(chip, g).details["clock_mhz"]
     assert per_op_mhz < at.clock_mhz < chip.clock_mhz, (per_op_mhz, at.clock_mhz)
     limit = chip.power.tdp_w * (1 + PW.POWER_TOLERANCE)
-    assert _period(at, kernels)[3] <= limit < _period(PW.at_clock(chip, at.clock_mhz + step), kernels)[3]
+    assert _repeat(at, kernels).period_w <= limit < _repeat(PW.at_clock(chip, at.clock_mhz + step), kernels).period_w
     assert HARNESS_FLUSH_BYTES == 256 << 20
     throttled = predict(chip, long)["predicted_ms"]
     per_op = simulate_op(chip, g).seconds * 1e3 + chip.runtime.event_timing_overhead_ns * 1e-6

@@ -28,8 +28,7 @@ import dataclasses
 import math
 
 from sim.ir.ops import VectorOp
-import sim.model.cost.energy as E
-from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, at_clock, op_power_w
+from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at_clock, op_power_w
 from sim.model.engine.dvfs import top_clock_mhz
 from sim.model.engine.run import result_mapping_key
 from sim.model.engine.simulate import simulate_op
@@ -123,46 +122,42 @@ def _flush(chip):
     return r.seconds, op_power_w(r)
 
 
-def _period(chip, kernels: list) -> tuple[float, float, float, float, list]:
-    """(op seconds, op watts, period seconds, period watts, op results) of one timed repeat
-    on a fixed-clock ``chip``: the case's kernels, the flush before them and the repeat's
-    share of the chunk's sleep."""
+@dataclasses.dataclass(frozen=True)
+class _Repeat:
+    """One timed repeat on a fixed-clock chip: the case's kernels, the flush before them and
+    the repeat's share of its chunk's sleep (at the idle power)."""
+
+    results: list
+    flush_s: float
+    flush_w: float
+    sleep_s: float
+    idle_w: float
+
+    @property
+    def op_s(self) -> float:
+        return sum(r.seconds for r in self.results)
+
+    @property
+    def op_w(self) -> float:
+        return sum(r.energy_pj for r in self.results) * 1e-12 / self.op_s if self.op_s > 0 else 0.0
+
+    @property
+    def other_s(self) -> float:
+        return self.flush_s + self.sleep_s
+
+    @property
+    def other_j(self) -> float:
+        return self.flush_s * self.flush_w + self.sleep_s * self.idle_w
+
+    @property
+    def period_w(self) -> float:
+        return (self.op_s * self.op_w + self.other_j) / (self.op_s + self.other_s)
+
+
+def _repeat(chip, kernels: list) -> _Repeat:
     results = [simulate_op(chip, op, opts) for op, opts in kernels]
-    op_s = sum(r.seconds for r in results)
-    op_j = sum(r.energy_pj for r in results) * 1e-12
     flush_s, flush_w = _flush(chip)
-    sleep_s = _sleep_s(HARNESS_CHUNK) / HARNESS_CHUNK
-    period_s = op_s + flush_s + sleep_s
-    period_j = op_j + flush_s * flush_w + sleep_s * chip.power.idle_w
-    return op_s, (op_j / op_s if op_s > 0 else 0.0), period_s, period_j / period_s, results
-
-
-def _predict_mhz(chip, results: list, f0_mhz: float, other_s: float, other_j: float, top_mhz: float) -> float:
-    """The highest clock up to ``top_mhz`` at which the repeat period would fit the limit if
-    the ops' time went as 1/f from ``f0_mhz``; ``other_s``/``other_j`` are the flush and sleep,
-    taken as clock-independent.  Below ``f0_mhz`` time grows at most as 1/f (memory-bound
-    parts do not slow down), so from a clock that does not fit this is an upper bound on the
-    answer; above it time shrinks at most as 1/f, so from one that fits it is a lower bound."""
-    pw = chip.power
-    core = sum(v for r in results for k, v in r.energy_breakdown_pj.items() if E.is_core_rail(chip, k)) * 1e-12
-    fixed = sum(v for r in results for k, v in r.energy_breakdown_pj.items()
-                if k not in ("total", "static") and not E.is_core_rail(chip, k)) * 1e-12
-    op_s = sum(r.seconds for r in results)
-    k0 = E.voltage_energy_factor(chip, f0_mhz)
-
-    def excess_j(f):
-        t = op_s * f0_mhz / f
-        return core * E.voltage_energy_factor(chip, f) / k0 + fixed + pw.idle_w * t + other_j - pw.tdp_w * (t + other_s)
-
-    lo, hi = pw.min_clock_mhz, top_mhz
-    if excess_j(lo) > 0:
-        return lo
-    if excess_j(hi) <= 0:
-        return hi
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if excess_j(mid) <= 0 else (lo, mid)
-    return lo
+    return _Repeat(results, flush_s, flush_w, _sleep_s(HARNESS_CHUNK) / HARNESS_CHUNK, chip.power.idle_w)
 
 
 def harness_clock(chip, kernels_of) -> tuple[object, list]:
@@ -178,30 +173,30 @@ def harness_clock(chip, kernels_of) -> tuple[object, list]:
     f_mhz = top_clock_mhz(chip)
     top = at_clock(chip, f_mhz)
     kernels = kernels_of(top)
-    op_s, op_w, _, period_w, results = _period(top, kernels)
-    if period_w <= limit or op_s <= 0:
+    rep = _repeat(top, kernels)
+    if rep.period_w <= limit or rep.op_s <= 0:
         return top, kernels
-    reps = harness_repeats(op_s)
-    flush_s, flush_w = _flush(top)
-    phases = _burst(op_s, op_w, flush_s, flush_w, pw.idle_w, reps)
+    reps = harness_repeats(rep.op_s)
+    phases = _burst(rep.op_s, rep.op_w, rep.flush_s, rep.flush_w, pw.idle_w, reps)
     if 2 * unthrottled_repeats(phases, pw.idle_w, pw.tdp_w, pw.average_window_s) > reps:
         return top, kernels
     kernels = [(op, dataclasses.replace(opts, mapping_of=result_mapping_key(r)))
-               for (op, opts), r in zip(kernels, results)]
-    sleep_s = _sleep_s(HARNESS_CHUNK) / HARNESS_CHUNK
-    other_s, other_j = flush_s + sleep_s, flush_s * flush_w + sleep_s * pw.idle_w
+               for (op, opts), r in zip(kernels, rep.results)]
     # the highest grid clock whose repeat period fits: a prediction from each clock tried
-    # bounds the answer (from above where it did not fit, from below where it did)
+    # bounds the answer (from above where it did not fit, from below where it did); the
+    # flush and sleep are taken at the top clock's values, as clock-independent
+    other_s, other_j = rep.other_s, rep.other_j
     top_mhz, step = f_mhz, pw.clock_step_mhz
+    results = rep.results
     fits_mhz, bad_mhz = None, top_mhz
     for _ in range(MAX_STEPS):
-        guess = _grid(pw, min(_predict_mhz(chip, results, f_mhz, other_s, other_j, top_mhz), bad_mhz - step))
+        guess = _grid(pw, min(_predict(chip, results, f_mhz, other_s, other_j, top_mhz), bad_mhz - step))
         nxt = guess if fits_mhz is None else max(guess, fits_mhz + step)
         if nxt >= bad_mhz or (fits_mhz is not None and nxt <= fits_mhz):
             break
-        *_, p, results = _period(at_clock(chip, nxt), kernels)
-        f_mhz = nxt
-        if p <= limit:
+        at = _repeat(at_clock(chip, nxt), kernels)
+        f_mhz, results = nxt, at.results
+        if at.period_w <= limit:
             fits_mhz = nxt
         else:
             bad_mhz = nxt

@@ -66,23 +66,31 @@ def _grid(pw, f: float) -> float:
     return max(pw.min_clock_mhz, pw.boost_clock_mhz - max(0, k) * step)
 
 
-def _predict(chip, res, f0: float) -> float:
-    """The highest clock at which ``res`` (simulated at ``f0``) would fit the limit if its
-    duration grew as 1/f - the most a lower clock can save; a lower bound on the power at
-    that clock, so the true answer is at or below it."""
+def _predict(chip, res, f0: float, other_s: float = 0.0, other_j: float = 0.0, top_mhz: float | None = None) -> float:
+    """The highest clock up to ``top_mhz`` (default ``f0``) at which ``res`` (simulated at
+    ``f0``; one result, or a list run back to back) would fit the limit if its duration went
+    as 1/f, with ``other_s`` seconds and ``other_j`` joules beside it that do not depend on
+    the clock (a kernel harness's flush and sleep).  Below ``f0`` that is the most a lower
+    clock can save - a lower bound on the power there, so the true answer is at or below it;
+    above ``f0`` (time shrinks at most as 1/f) it is a lower bound on the answer."""
     pw = chip.power
-    core = sum(v for k, v in res.energy_breakdown_pj.items() if E.is_core_rail(chip, k))
-    fixed = sum(v for k, v in res.energy_breakdown_pj.items()
+    results = list(res) if isinstance(res, (list, tuple)) else [res]
+    core = sum(v for r in results for k, v in r.energy_breakdown_pj.items() if E.is_core_rail(chip, k))
+    fixed = sum(v for r in results for k, v in r.energy_breakdown_pj.items()
                 if k not in ("total", "static") and not E.is_core_rail(chip, k))
     k0 = E.voltage_energy_factor(chip, f0)
-    budget = (pw.tdp_w - pw.idle_w) * res.seconds * 1e12  # pJ the op may spend at f0's duration
+    seconds = sum(r.seconds for r in results)
+    budget = (pw.tdp_w - pw.idle_w) * seconds * 1e12  # pJ the op may spend at f0's duration
+    beside = (other_j - pw.tdp_w * other_s) * 1e12    # what the clock-independent rest adds
 
     def excess(f):
-        return (core * E.voltage_energy_factor(chip, f) / k0 + fixed) * f / f0 - budget
+        return (core * E.voltage_energy_factor(chip, f) / k0 + fixed + beside) * f / f0 - budget
 
-    lo, hi = pw.min_clock_mhz, f0
+    lo, hi = pw.min_clock_mhz, f0 if top_mhz is None else top_mhz
     if excess(lo) > 0:
         return lo
+    if excess(hi) <= 0:
+        return hi
     for _ in range(60):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if excess(mid) <= 0 else (lo, mid)

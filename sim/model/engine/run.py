@@ -176,7 +176,7 @@ def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: b
     # streams have no array (and no per-kernel threads: blocks_sharing_cores ignores lanes)
     lanes = lowered.lanes() if isinstance(lowered, LoweredOnArray) else 1
     for (group, blocks), S in itertools.product(blocks_sharing_cores(prob, lanes), sorted(set(menu))):
-        if S > 1 and (prob.k // S < max(1, prob.fixed_k or prob.unit_k)) or (want is not None and S != want[0]):
+        if (S > 1 and prob.k // S < max(1, prob.fixed_k or prob.unit_k)) or (want is not None and S != want[0]):
             continue
         p = group if S == 1 else dataclasses.replace(group, count=prob.count * S, k=-(-prob.k // S),
                                                       layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
