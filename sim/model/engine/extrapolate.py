@@ -14,7 +14,7 @@ import numpy as np
 import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import operand_bases
-from sim.model.engine.kernel_run import KernelRun, run_kernel
+from sim.model.engine.kernel_run import KernelRun, Probe, run_kernel, run_kernel_probed
 from sim.model.engine.lower import FIDELITY, raster_group
 from sim.model.mapper.search import Mapping, footprint_bytes
 
@@ -207,6 +207,35 @@ def _steady_samples(run, total: int, samples: tuple[int, int], check: bool):
         a, b, r1, r2 = b, c, r2, r3
 
 
+def wave_sample_rounds(samples: tuple[int, int], total: int, check: bool) -> list[int]:
+    """Every sample (whole waves) :func:`_steady_samples` may ask for, in order: w1, w2,
+    then w2 + d, w2 + 2d, ... (d = w2 - w1) while they fit in half the problem and the
+    doublings allow; only (w1, w2) when the steady state is not checked."""
+    rounds = list(samples)
+    if check:
+        while len(rounds) < 3 + MAX_DOUBLINGS and 2 * rounds[-1] - rounds[-2] <= total // 2:
+            rounds.append(2 * rounds[-1] - rounds[-2])
+    return rounds
+
+
+def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases, plan: WavePlan,
+                  check: bool) -> dict[int, KernelRun]:
+    """The runs of the first waves that :func:`extrapolated_run` may need, by tile count,
+    from one probed engine run (:func:`run_kernel_probed`): each whole-wave sample, and
+    each sample that may be the base of the extrapolation plus the last partial wave's
+    tiles.  The probed run stops at the steady state, so it costs one run of the largest
+    sample needed plus a drain per sample, where running them one by one costs their sum."""
+    P, left = plan.cores, plan.tiles - plan.waves * plan.cores
+    rounds = wave_sample_rounds(plan.samples, plan.waves, check)
+    probes = {r * P: Probe(r * P, r) for r in rounds}
+    # the base of the extrapolation is the earlier sample of the pair it uses
+    for r in (rounds[1:-1] if check else rounds[:1]):
+        if left:
+            probes[r * P + left] = Probe(r * P + left)
+    return run_kernel_probed(chip, prob, mapping, ideal, bases, tuple(probes[t] for t in sorted(probes)),
+                             STEADY_TOLERANCE if check else 0.0)
+
+
 def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan | WavePlan,
                      fidelity: str = "high") -> KernelRun | None:
     """Run shortened copies and extrapolate every statistic along the plan, after
@@ -215,26 +244,37 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
     Along a dim, each copy keeps the original remainder (edge tiles) and a number of
     whole rounds; along waves (cyclic mode), a copy runs the first w whole waves of
     output tiles, and the last partial wave is added as the difference between w1 waves
-    plus the leftover tiles and w1 waves.  Cycles and counts are affine in the number of
+    plus the leftover tiles and w1 waves (all those copies are drained samples of one
+    probed run, :func:`_wave_samples`).  Cycles and counts are affine in the number of
     rounds once the pipeline and the caches are in steady state (:func:`_steady_samples`)."""
     bases = operand_bases(prob)
+    check = FIDELITY[fidelity]["steady_check"]
     if isinstance(plan, WavePlan):
         total, P = plan.waves, plan.cores
-        run = lambda r: run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r * P)  # noqa: E731
+        left = plan.tiles - total * P
+        if check and len(wave_sample_rounds(plan.samples, total, check)) < 3:
+            return None  # too short for a third sample (as _steady_samples finds): simulate in full
+        sampled = _wave_samples(chip, prob, mapping, ideal, bases, plan, check)
+
+        def run(r: int, extra: int = 0) -> KernelRun:
+            # a sample of the one probed run; a fresh run only where it ended sooner
+            # than the check below asks (the same floating-point test, summed in
+            # another order, may land on the other side of the tolerance)
+            got = sampled.get(r * P + extra)
+            return got if got is not None else run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r * P + extra)
     else:
         total, dim, rs = plan.rounds, plan.dim, plan.round_size
         rem = getattr(prob, dim) - total * rs
         run = lambda r: run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal,  # noqa: E731
                                    bases)
-    found = _steady_samples(run, total, plan.samples, FIDELITY[fidelity]["steady_check"])
+    found = _steady_samples(run, total, plan.samples, check)
     if found is None:
         return None
     b, c, r2, r3, steady = found
     out = _line(b, c, (total - r2) / (r3 - r2))
     if isinstance(plan, WavePlan):
-        left = plan.tiles - total * P
         if left:
-            d = run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r2 * P + left)
+            d = run(r2, left)
             out = dataclasses.replace(out, stats=out.stats + (d.stats - b.stats), hist=out.hist + (d.hist - b.hist),
                                       makespan=out.makespan + (d.makespan - b.makespan),
                                       dram_stats=out.dram_stats + (_dram_stats(d) - _dram_stats(b)))

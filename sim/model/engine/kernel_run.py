@@ -14,6 +14,7 @@ import numpy as np
 
 import sim.model.engine.run_cache as run_cache
 import sim.model.kernels.engine as K
+import sim.model.kernels.probe as KP
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import kernel_arrays
 from sim.model.mapper.search import Mapping
@@ -70,6 +71,22 @@ def _dram_params(spec):
     return params, params.to_array()
 
 
+def _digest(inputs) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for a in inputs:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+def _raise_stall(prob: TileProblem, mapping: Mapping, t: float) -> None:
+    raise EngineStall(
+        f"the engine stopped making progress on op '{prob.name}' at cycle {-t - 1.0:,.0f} "
+        f"(mapping {mapping.tile_m}x{mapping.tile_n}x{mapping.tile_k} on {mapping.cores_used} cores, "
+        f"{mapping.distribution}): a simulator bug, please report it with the command that ran")
+
+
 def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None, tile_limit: int = 0) -> KernelRun:
     """One engine run.  The kernel is a pure function of its input arrays (fresh DRAM
     state, no randomness), so a run is remembered by a digest of exactly those arrays:
@@ -82,12 +99,7 @@ def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=Non
     P = arrs["P"]
     params, p = _dram_params(chip.memory.dram)
     inputs = (arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p)
-    h = hashlib.blake2b(digest_size=20)
-    for a in inputs:
-        a = np.ascontiguousarray(a)
-        h.update(str((a.dtype.str, a.shape)).encode())
-        h.update(a.tobytes())
-    key = h.digest()
+    key = _digest(inputs)
     hit = _RUN_CACHE.get(key)
     if hit is not None:
         _RUN_CACHE.move_to_end(key)
@@ -102,16 +114,80 @@ def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=Non
         out_time = np.zeros(1)
         K.run_tiled(*inputs[:5], p, state, stats, hist, out_time)
         if out_time[0] < 0.0:
-            raise EngineStall(
-                f"the engine stopped making progress on op '{prob.name}' at cycle {-out_time[0] - 1.0:,.0f} "
-                f"(mapping {mapping.tile_m}x{mapping.tile_n}x{mapping.tile_k} on {mapping.cores_used} cores, "
-                f"{mapping.distribution}): a simulator bug, please report it with the command that ran")
+            _raise_stall(prob, mapping, out_time[0])
         # callers read only the DRAM statistics (the state's last array)
         run = KernelRun(stats=stats, hist=hist, makespan=float(out_time[0]), dram_stats=state[-1], P=P,
                         geo=arrs["geo"], ranges=arrs["ranges"])
         run_cache.store(key, {"stats": run.stats, "hist": run.hist, "makespan": run.makespan,
                               "dram_stats": run.dram_stats, "P": run.P, "geo": run.geo, "ranges": run.ranges})
+    _remember(key, run)
+    return run.copy()
+
+
+def _remember(key: bytes, run) -> None:
     _RUN_CACHE[key] = run
     if len(_RUN_CACHE) > _RUN_CACHE_SIZE:
         _RUN_CACHE.popitem(last=False)
-    return run.copy()
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One drained sample asked of a probed run: the run as if it stopped dealing output
+    tiles at ``tiles``; ``rounds`` (whole waves) when it is one of the samples the
+    steady-state check compares, else None."""
+
+    tiles: int
+    rounds: int | None = None
+
+
+def run_kernel_probed(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases,
+                      probes: tuple[Probe, ...], steady_tolerance: float = 0.0) -> dict[int, KernelRun]:
+    """Cyclic mode: the runs with ``tile_limit`` = each probe's tile count (ascending), from
+    one engine run that pauses at each and drains a copy of its state
+    (:func:`sim.model.kernels.probe.run_tiled_probed`): each is identical to
+    ``run_kernel(..., tile_limit=probe.tiles)``.  With ``steady_tolerance`` > 0 the run
+    ends at the first checked probe whose last two checked intervals grow alike within it
+    (later probes are then missing from the answer).  Remembered like :func:`run_kernel`."""
+    arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
+    arrs["fp"][K.F_STEADY_TOL] = steady_tolerance
+    P = arrs["P"]
+    tiles = [q.tiles for q in probes]
+    if mapping.distribution != "cyclic" or tiles != sorted(set(tiles)) or (tiles and tiles[0] < P):
+        # the first P tiles are dealt at the start, before any core can ask for one
+        raise ValueError(f"probes must be ascending tile counts of at least the {P} cores of a cyclic run: {tiles}")
+    params, p = _dram_params(chip.memory.dram)
+    pr = np.zeros((len(probes), 3), dtype=np.int64)
+    for i, q in enumerate(probes):
+        pr[i, KP.PR_TILES] = q.tiles
+        pr[i, KP.PR_CHECK] = q.rounds is not None
+        pr[i, KP.PR_ROUNDS] = q.rounds or 0
+    inputs = (arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p, pr)
+    key = _digest(inputs)
+    found = _RUN_CACHE.get(key)
+    if found is not None:
+        _RUN_CACHE.move_to_end(key)
+    else:
+        stored = run_cache.load(key)
+        if stored is not None:
+            found = stored
+        else:
+            state = params.new_state()
+            n, dl = len(pr), len(state[-1])
+            samples = (np.zeros((n, P, K.S_LEN)), np.zeros((n, P, 8), dtype=np.int64), np.zeros(n), np.zeros((n, dl)))
+            out_time = np.zeros(1)
+            taken = int(KP.run_tiled_probed(*inputs[:5], p, state, out_time, pr, samples))
+            if out_time[0] < 0.0:
+                _raise_stall(prob, mapping, out_time[0])
+            found = {"P": P, "geo": arrs["geo"], "ranges": arrs["ranges"], "tiles": pr[:taken, 0],
+                     "stats": samples[0][:taken], "hist": samples[1][:taken], "makespan": samples[2][:taken],
+                     "dram_stats": samples[3][:taken]}
+            run_cache.store(key, found)
+        _remember(key, found)
+    out = {}
+    for i, tiles in enumerate(found["tiles"]):
+        geo = found["geo"].copy()
+        geo[K.G_TILE_LIMIT] = tiles
+        out[int(tiles)] = KernelRun(stats=found["stats"][i].copy(), hist=found["hist"][i].copy(),
+                                    makespan=float(found["makespan"][i]), dram_stats=found["dram_stats"][i].copy(),
+                                    P=int(found["P"]), geo=geo, ranges=found["ranges"].copy())
+    return out

@@ -72,6 +72,12 @@ def _max_bytes() -> int:
     return int(max(mb, 0.0) * 2**20)
 
 
+#: fields every stored run has (a probed run's are one array per sample, with its "tiles");
+#: the scalar ones and their types (the rest are arrays)
+_REQUIRED = ("stats", "hist", "makespan", "dram_stats", "P", "geo", "ranges")
+_SCALARS = {"P": int}
+
+
 def load(digest: bytes) -> dict | None:
     """The stored run for ``digest``, or None (a miss, or an unreadable file)."""
     if not enabled():
@@ -79,8 +85,13 @@ def load(digest: bytes) -> dict | None:
     path = _path(digest)
     try:
         with np.load(path, allow_pickle=False) as z:
-            run = {"stats": z["stats"], "hist": z["hist"], "makespan": float(z["makespan"]),
-                   "dram_stats": z["dram_stats"], "P": int(z["P"]), "geo": z["geo"], "ranges": z["ranges"]}
+            run = {name: z[name] for name in z.files}
+            if any(name not in run for name in _REQUIRED):
+                raise KeyError("not a stored run")  # a foreign file: forgotten below
+            for name, kind in _SCALARS.items():
+                run[name] = kind(run[name])
+            if "tiles" not in run:
+                run["makespan"] = float(run["makespan"])
     except FileNotFoundError:
         return None
     except Exception:  # a torn or foreign file: forget it, simulate again
@@ -107,9 +118,7 @@ def store(digest: bytes, run: dict) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, stats=run["stats"], hist=run["hist"], makespan=np.float64(run["makespan"]),
-                         dram_stats=run["dram_stats"], P=np.int64(run["P"]), geo=run["geo"],
-                         ranges=run["ranges"])
+                np.savez(f, **{name: np.asarray(value) for name, value in run.items()})
             os.replace(tmp, path)
         except BaseException:
             try:

@@ -99,7 +99,24 @@ F_QUANTUM_CYCLES = 15        # a core keeps issuing until it is this far ahead o
 F_MULTICAST_WINDOW = 16      # cycles within which cluster partners share one pull of a tile
 F_L2_SET_BYTES = 17          # bytes one chip-level cache set holds (tiles of any size share it)
 F_SRAM_LATENCY_CYCLES = 18   # core-local SRAM access latency: read-to-use of a tile that just landed
-F_LEN = 19
+F_STEADY_TOL = 19            # probed runs (kernels/probe.py): samples this close in slope end the run
+F_LEN = 20
+
+# ---- the event loop's scalars (float64 [L_LEN]): what it needs to pause and resume ------
+L_NOC_FREE = 0
+L_L2_FREE = 1
+L_L2_CLOCK = 2
+L_N_BLOCKED = 3
+L_HSIZE = 4
+L_T_LAST = 5
+L_SAME_T = 6
+L_PEND_CORE = 7     # core whose step was computed and whose advance is pending (-1: none)
+L_PEND_T = 8
+L_PEND_ECODE = 9
+L_PEND_ROW = 10
+L_PROBE = 11        # pause when a core asks for output tile number L_PROBE (0: never)
+L_PAUSED = 12       # 1: the loop returned at a probe, 0: it ran to the end
+L_LEN = 13
 
 # ---- progress guard: consecutive events at one instant before the run is a livelock -----
 STALL_EVENTS_MIN = 10_000_000   # ~0.1 s of a spinning loop; far above any real instant
@@ -247,11 +264,14 @@ def _decode_cyclic(geo, t, kk, idx, start, ext):
 
 
 @kernel
-def _cyclic_total_tiles(geo):
-    """Output tiles dealt in cyclic mode (all of them, or the first G_TILE_LIMIT)."""
+def _cyclic_total_tiles(geo, next_tile):
+    """Output tiles dealt in cyclic mode: all of them, or the first G_TILE_LIMIT, or the
+    first ``next_tile[1]`` (a drained sample of a probed run, :mod:`sim.model.kernels.probe`)."""
     total = geo[G_COUNT] * _ceil_div(geo[G_M], geo[G_MT]) * _ceil_div(geo[G_N], geo[G_NT])
     if geo[G_TILE_LIMIT] > 0 and geo[G_TILE_LIMIT] < total:
         total = geo[G_TILE_LIMIT]
+    if next_tile[1] > 0 and next_tile[1] < total:
+        total = next_tile[1]
     return total
 
 
@@ -269,7 +289,7 @@ def _next_dealt_step(geo, tile_of, next_tile, c, s, idx, start, ext):
             inst = _decode_cyclic(geo, tile_of[c], s, idx, start, ext)
             if geo[G_CAUSAL] == 0 or idx[2] <= _last_needed_k_tile(geo, start[0], ext[0]):
                 return s, inst
-        if next_tile[0] >= _cyclic_total_tiles(geo):
+        if next_tile[0] >= _cyclic_total_tiles(geo, next_tile):
             return -1, -1
         tile_of[c] = next_tile[0]
         next_tile[0] += 1
@@ -937,10 +957,16 @@ def _finish_stats(comp_end, store_end, stats, out_time):
 
 @kernel(_nrt=False)
 def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cyclic, cur, prev, tmp, dma, l2, mc,
-                xs, ws, core, hk, hc):
+                xs, ws, core, hk, hc, lp):
     """The event loop of :func:`run_tiled` on its state: pop the core with the earliest
     event, set up its step's loads, issue its store or load chunks (computing a step once
     its loads are issued), put it back on the heap.  Returns the makespan.
+
+    Its scalars live in ``lp`` (``L_*``) so that it can pause and resume: with
+    ``lp[L_PROBE]`` = t > 0 it returns (``lp[L_PAUSED]`` = 1) just before a core that
+    finished its output tile asks for tile t, with that core's advance pending; the next
+    call does the advance first.  A run paused there and resumed with ``next_tile[1]`` =
+    t (no tile t is ever dealt) is, event for event, the run with G_TILE_LIMIT = t.
 
     Compiled without reference counting (it allocates nothing) and with every helper
     inlined: inlined into a function that counts references, each array argument would
@@ -951,20 +977,36 @@ def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cycl
     xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done = xs
     wq, wq_ready, wq_head, wq_tail, wrow, woff, wdone, store_end = ws
     nsteps, active, blocked, comp_end, rel_ring, n_versions, tile_of, next_tile = core
-    noc_free = 0.0
-    l2_free = 0.0
-    l2_clock = 0
-    n_blocked = 0
-    hsize = _start_cores(geo, ranges, cyclic, nsteps, active, xcur, tile_of, next_tile, cur, stats, hk, hc, tmp)
+    noc_free = lp[L_NOC_FREE]
+    l2_free = lp[L_L2_FREE]
+    l2_clock = np.int64(lp[L_L2_CLOCK])
+    n_blocked = np.int64(lp[L_N_BLOCKED])
+    hsize = np.int64(lp[L_HSIZE])
+    t_last = lp[L_T_LAST]
+    same_t = np.int64(lp[L_SAME_T])
+    pend = np.int64(lp[L_PEND_CORE])
+    probe = np.int64(lp[L_PROBE])
+    tk = _ceil_div(geo[G_K], geo[G_KT])
+    lp[L_PAUSED] = 0.0
     # progress guard: a core woken again and again at one instant without anything to do
     # is a livelock (one hung every Mixtral prefill before it was fixed); stop and say so
     # rather than hang.  A real instant wakes each core a few times.
     stall_limit = max(STALL_EVENTS_MIN, STALL_EVENTS_PER_CORE * nsteps.shape[0])
     if geo[G_STALL_LIMIT] > 0:  # tests of the guard itself
         stall_limit = geo[G_STALL_LIMIT]
-    t_last = -1.0
-    same_t = 0
-    while hsize > 0:
+    while hsize > 0 or pend >= 0:
+        if pend >= 0:
+            # resume: the advance of the core whose step was computed before the pause
+            c = pend
+            t_now = lp[L_PEND_T]
+            pend = -1
+            _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, np.int64(lp[L_PEND_ECODE]),
+                          np.int64(lp[L_PEND_ROW]), nsteps, active, tile_of, next_tile,
+                          cur, prev, comp_end, xcur, wq, wq_ready, wq_tail, stats, tmp)
+            if blocked[c] == 0:
+                hsize = _reschedule(c, t_now, active, xcur, nxf, load_ready, dma_t, wq_head, wq_tail, wq_ready,
+                                    hk, hc, hsize)
+            continue
         t_now, c, hsize = _heap_pop(hk, hc, hsize)
         if t_now == t_last:
             same_t += 1
@@ -1000,6 +1042,21 @@ def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cycl
                 # all loads of the current step issued: compute it, move to the next step
                 ecode, row = _compute_step(geo, ctab, fp, c, ext_cur, nxf, load_done, load_ready, comp_end, stats,
                                            hist)
+                if probe > 0 and cyclic and next_tile[0] == probe and step[c] + 1 >= tk:
+                    # the core asks for tile number `probe` next: pause before its advance
+                    lp[L_NOC_FREE] = noc_free
+                    lp[L_L2_FREE] = l2_free
+                    lp[L_L2_CLOCK] = l2_clock
+                    lp[L_N_BLOCKED] = n_blocked
+                    lp[L_HSIZE] = hsize
+                    lp[L_T_LAST] = t_last
+                    lp[L_SAME_T] = same_t
+                    lp[L_PEND_CORE] = c
+                    lp[L_PEND_T] = t_now
+                    lp[L_PEND_ECODE] = ecode
+                    lp[L_PEND_ROW] = row
+                    lp[L_PAUSED] = 1.0
+                    return 0.0
                 _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, ecode, row, nsteps, active, tile_of, next_tile,
                               cur, prev, comp_end, xcur, wq, wq_ready, wq_tail, stats, tmp)
         # ---------- reschedule the core ------------------------------------------------
@@ -1019,8 +1076,19 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     step pays when it ends an output-tile visit (an array's fill/drain when k-steps chain).  ``out_time`` [1] receives the
     makespan as well (for symmetry with callers that pass buffers).
 
-    This function allocates the state; :func:`_event_loop` runs the simulation on it.
+    :func:`new_state` allocates the state; :func:`_event_loop` runs the simulation on it.
     """
+    stages, cyclic, cur, prev, tmp, dma, l2, mc, xs, ws, core, hk, hc, lp = new_state(geo, ranges, fp, dram_p,
+                                                                                    dram_state, stats)
+    return _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cyclic, cur, prev, tmp, dma,
+                       l2, mc, xs, ws, core, hk, hc, lp)
+
+
+@kernel
+def new_state(geo, ranges, fp, dram_p, dram_state, stats):
+    """The event loop's whole state for a fresh run, every core started (its first step
+    found, on the event heap at time 0): (stages, cyclic, cur, prev, tmp, dma, l2, mc, xs,
+    ws, core, hk, hc, lp), the arguments :func:`_event_loop` takes after ``out_time``."""
     P = geo[G_P]
     ideal = geo[G_IDEAL] == 1
     cycle_ns = fp[F_CYCLE_NS]
@@ -1106,7 +1174,7 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     tmp_ext = np.zeros(3, np.int64)
     cyclic = geo[G_MODE] == 1
     tile_of = np.full(P, -1, np.int64)       # cyclic mode: the output tile each core works on
-    next_tile = np.zeros(1, np.int64)        # cyclic mode: the next tile to deal
+    next_tile = np.zeros(2, np.int64)        # cyclic mode: the next tile to deal; a drained copy's limit
 
     # state groups, to keep calls under 31 arguments (beyond that CPython passes an
     # argument list, which Numba cannot inline)
@@ -1120,5 +1188,9 @@ def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_
     xs = (xf, nxf, xcur, xrow, xoff, xdone, xl2e, load_ready, load_done)
     ws = (wq, wq_ready, wq_head, wq_tail, wrow, woff, wdone, store_end)
     core = (nsteps, active, blocked, comp_end, rel_ring, n_versions, tile_of, next_tile)
-    return _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cyclic, cur, prev, tmp, dma,
-                       l2, mc, xs, ws, core, hk, hc)
+    lp = np.zeros(L_LEN)
+    lp[L_T_LAST] = -1.0
+    lp[L_PEND_CORE] = -1.0
+    lp[L_HSIZE] = _start_cores(geo, ranges, cyclic, nsteps, active, xcur, tile_of, next_tile, cur, stats, hk, hc,
+                               tmp)
+    return stages, cyclic, cur, prev, tmp, dma, l2, mc, xs, ws, core, hk, hc, lp
