@@ -49,6 +49,24 @@ def test_a_stored_run_gives_the_identical_answer_without_running_the_engine(cach
     assert again.to_json() == first.to_json()
 
 
+def test_a_stored_probed_run_gives_the_identical_extrapolation_without_running_the_engine(cache, monkeypatch):
+    """A wave-extrapolated op's samples come from one probed run; stored, they answer alone."""
+    import sim.model.kernels.probe as KP
+
+    chip = sim.load_chip("h200_sxm")
+    first = sim.simulate_gemm(chip, m=32768, k=1024, n=8192)
+    assert first.details["extrapolated"]["dim"] == "waves"
+    R.clear_cache()
+
+    def no_engine(*a, **k):
+        raise AssertionError("the engine ran although every run was on disk")
+
+    monkeypatch.setattr(K, "run_tiled", no_engine)
+    monkeypatch.setattr(KP, "run_tiled_probed", no_engine)
+    again = sim.simulate_gemm(chip, m=32768, k=1024, n=8192)
+    assert again.to_json() == first.to_json()
+
+
 def test_no_cache_runs_the_engine_and_writes_nothing(cache, monkeypatch):
     monkeypatch.setenv("SIM_NO_CACHE", "1")
     sim.simulate_gemm("npu_128x128", m=256, k=256, n=256)

@@ -53,8 +53,10 @@ class EngineStall(RuntimeError):
     hanging; the message names the op, the mapping and the cycle."""
 
 
-#: engine runs remembered by the exact numbers the kernel reads (see run_kernel)
-_RUN_CACHE: "OrderedDict[bytes, KernelRun]" = OrderedDict()
+#: engine runs remembered by the exact numbers the kernel reads (see run_kernel): a
+#: KernelRun, or a probed run's samples as stored (run_kernel_probed; its digest covers
+#: the probes too, so the two kinds never share a key)
+_RUN_CACHE: "OrderedDict[bytes, KernelRun | dict]" = OrderedDict()
 _RUN_CACHE_SIZE = 2048
 
 
