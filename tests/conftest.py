@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
+
 #: skips that are not a missing tool: the case does not apply, and why
 EXPECTED_SKIPS = {
     # tests/test_knobs.py: the L2-capacity knob on chips that have no chip-level SRAM
@@ -97,3 +99,15 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if os.environ.get(ENV, "") not in ("", "0") and _unexpected() and session.exitstatus == 0:
         session.exitstatus = 1
+
+
+@pytest.fixture
+def no_cache(monkeypatch):
+    """Neither the disk cache nor the in-memory memo: every run simulates (speed tests,
+    comparisons of two ways of simulating the same op)."""
+    from sim.model.engine.run import clear_cache
+
+    monkeypatch.setenv("SIM_NO_CACHE", "1")
+    clear_cache()
+    yield
+    clear_cache()

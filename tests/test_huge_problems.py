@@ -19,14 +19,6 @@ from sim.model.engine.run import clear_cache
 from sim.spec.registry import load_chip
 
 
-@pytest.fixture
-def no_cache(monkeypatch):
-    monkeypatch.setenv("SIM_NO_CACHE", "1")
-    clear_cache()
-    yield
-    clear_cache()
-
-
 def test_a_30000_cubed_gemm_answers_in_seconds(no_cache):
     chip = load_chip("npu_128x128")
     t0 = time.perf_counter()

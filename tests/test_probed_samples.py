@@ -15,14 +15,6 @@ from sim.model.engine.run import clear_cache
 from sim.spec.registry import load_chip
 
 
-@pytest.fixture
-def no_cache(monkeypatch):
-    monkeypatch.setenv("SIM_NO_CACHE", "1")
-    clear_cache()
-    yield
-    clear_cache()
-
-
 def _cyclic_problem(chip, m, k, n):
     """The (problem, mapping) of the first cyclic engine run of an m x k x n GEMM."""
     seen = []

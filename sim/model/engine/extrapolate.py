@@ -219,14 +219,14 @@ def wave_sample_rounds(samples: tuple[int, int], total: int, check: bool) -> lis
 
 
 def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases, plan: WavePlan,
-                  check: bool) -> dict[int, KernelRun]:
+                  rounds: list[int], check: bool) -> dict[int, KernelRun]:
     """The runs of the first waves that :func:`extrapolated_run` may need, by tile count,
     from one probed engine run (:func:`run_kernel_probed`): each whole-wave sample, and
     each sample that may be the base of the extrapolation plus the last partial wave's
     tiles.  The probed run stops at the steady state, so it costs one run of the largest
-    sample needed plus a drain per sample, where running them one by one costs their sum."""
+    sample needed plus a drain per sample, where running them one by one costs their sum.
+    ``rounds`` are the whole-wave samples (:func:`wave_sample_rounds`)."""
     P, left = plan.cores, plan.tiles - plan.waves * plan.cores
-    rounds = wave_sample_rounds(plan.samples, plan.waves, check)
     probes = {r * P: Probe(r * P, r) for r in rounds}
     # the base of the extrapolation is the earlier sample of the pair it uses
     for r in (rounds[1:-1] if check else rounds[:1]):
@@ -252,9 +252,10 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
     if isinstance(plan, WavePlan):
         total, P = plan.waves, plan.cores
         left = plan.tiles - total * P
-        if check and len(wave_sample_rounds(plan.samples, total, check)) < 3:
+        rounds = wave_sample_rounds(plan.samples, total, check)
+        if check and len(rounds) < 3:
             return None  # too short for a third sample (as _steady_samples finds): simulate in full
-        sampled = _wave_samples(chip, prob, mapping, ideal, bases, plan, check)
+        sampled = _wave_samples(chip, prob, mapping, ideal, bases, plan, rounds, check)
 
         def run(r: int, extra: int = 0) -> KernelRun:
             # a sample of the one probed run; a fresh run only where it ended sooner
