@@ -105,7 +105,7 @@ def chip_summary(chip) -> dict:
         elif lv.kind == "sram":
             per = chip.cores.count if lv.scope == "core" else 1
             row.update(scope=lv.scope, capacity_bytes=lv.capacity_bytes,
-                       bandwidth_bytes_per_s=lv.bytes_per_cycle * clock * per)
+                       bandwidth_bytes_per_s=lv.bytes_per_core_cycle(chip.clock_mhz) * clock * per)
             row["note"] = "per core; bandwidth of all cores" if lv.scope == "core" else "shared"
         else:
             row.update(scope="chip", capacity_bytes=lv.capacity_bytes, bandwidth_bytes_per_s=lv.peak_bytes_per_s)

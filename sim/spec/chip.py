@@ -340,7 +340,8 @@ class ChipSpec(_Spec):
             if isinstance(lv, RegistersLevel):
                 lines.append(f"  {lv.name}: registers, {lv.bytes_per_pe} B/PE")
             elif isinstance(lv, SramLevel):
-                lines.append(f"  {lv.name}: sram ({lv.scope}), {lv.capacity_kib:g} KiB, {lv.bytes_per_cycle:g} B/cycle")
+                own = f" at its own {lv.clock_mhz:g} MHz" if lv.clock_mhz is not None else ""
+                lines.append(f"  {lv.name}: sram ({lv.scope}), {lv.capacity_kib:g} KiB, {lv.bytes_per_cycle:g} B/cycle{own}")
             else:
                 lines.append(f"  {lv.name}: {lv.technology}, {lv.capacity_gib:g} GiB, "
                              f"{lv.peak_bytes_per_s / 1e9:.4g} GB/s peak")

@@ -52,7 +52,9 @@ class SramLevel(_Spec):
     other half is used.  ``latency_cycles`` is the access latency: for the per-core tile
     buffer, the read-to-use latency a step pays when its operands have just landed (the
     engine hides it when they landed earlier; 0 under ideal memory); for a chip-level
-    level, the hit latency of the shared cache.
+    level, the hit latency of the shared cache.  ``clock_mhz`` puts a chip-level level on
+    its own clock (a GPU's L2 keeps its clock while the SMs' moves under DVFS): its
+    ``bytes_per_cycle`` are then cycles of that clock; unset, of the core clock.
     """
 
     kind: Literal["sram"]
@@ -62,6 +64,7 @@ class SramLevel(_Spec):
     partition: Optional[SramPartition] = None
     banks: _int(1, 1 << 16) = 1
     bytes_per_cycle: _num(gt=0, le=1e9)
+    clock_mhz: Optional[_num(gt=0, le=100_000)] = None
     latency_cycles: _int(0, 1 << 30) = 1
     double_buffered: Flag = True
     # tile buffers per operand for multi-stage prefetch (GPU kernels keep 3-6 stages in
@@ -69,6 +72,12 @@ class SramLevel(_Spec):
     pipeline_stages: Optional[_int(1, 64)] = None
     read_energy_pj_per_byte: Optional[EnergyPj] = None
     write_energy_pj_per_byte: Optional[EnergyPj] = None
+
+    def bytes_per_core_cycle(self, core_clock_mhz: float) -> float:
+        """``bytes_per_cycle`` in cycles of a core clock of ``core_clock_mhz``."""
+        if self.clock_mhz is None:
+            return float(self.bytes_per_cycle)
+        return float(self.bytes_per_cycle) * float(self.clock_mhz) / float(core_clock_mhz)
 
     @property
     def buffers(self) -> int:
@@ -86,6 +95,10 @@ class SramLevel(_Spec):
                 f"partition needs {p.total_kib:g} KiB (input_kib {p.input_kib:g} + weight_kib "
                 f"{p.weight_kib:g} + output_kib {p.output_kib:g}), more than capacity_kib {self.capacity_kib:g}",
                 p.model_dump())])
+        if self.clock_mhz is not None and self.scope != "chip":
+            raise _rule_errors("SramLevel", [(
+                ("clock_mhz",), "clock_mhz (a clock of its own) is for a scope: chip level; a core's tile "
+                "buffer runs at the core clock", self.clock_mhz)])
         return self
 
     @property
