@@ -321,3 +321,26 @@ def test_check_a_sweep_resolves_its_chip_models_and_parameter_paths(tmp_path):
     assert proc.returncode == 2
     assert "s.yaml:4: parameters.cores.arrays.0.rowz" in proc.stderr and "did you mean 'rows'" in proc.stderr
     assert "s.yaml:2: workloads.0.model: unknown model 'tinyy'; did you mean 'tiny'" in proc.stderr
+
+
+# ------------------------------------------------------------------ defaults that fit the model
+def test_the_smallest_model_runs_with_every_default():
+    """`sim run CHIP tiny` used to fail: the 2,048-token default prompt plus 128 new tokens is
+    past tiny's 2,048-token context.  A run that names no prompt takes the longest the model's
+    context leaves room for, and the header says what ran; a prompt the user names is kept,
+    and one too long is still the clear error it was."""
+    from sim.apps.inference import run_llm
+    from sim.model.workload.models import default_prompt_len, load_model_spec
+
+    out = sim("run", "npu_128x128", "tiny", "-q")
+    assert "prompt 1,920 + 128 new tokens" in out.stdout
+    out = sim("run", "npu_128x128", "tiny", "--phase", "decode", "--batch", "3", "-q")
+    assert "context 2,047" in out.stdout
+    bad = sim("run", "npu_128x128", "tiny", "--prompt-len", "2048", check=False)
+    assert bad.returncode == 2 and "max_context 2048" in bad.stderr and "Traceback" not in bad.stderr
+    res = run_llm("npu_128x128", "tiny", new_tokens=8)
+    assert res.prompt_len == 2048 - 8
+    spec = load_model_spec("llama3-8b")
+    assert default_prompt_len(spec, "generate") == 2048            # room to spare: the documented 2,048
+    assert default_prompt_len(spec, "prefill", context_len=spec.max_context - 100) == 100
+    assert default_prompt_len(load_model_spec("tiny"), "decode", draft_tokens=3) == 2048 - 4

@@ -12,14 +12,17 @@ from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
-from sim.model.workload.models import load_model_spec
+from sim.model.workload.models import default_prompt_len, load_model_spec
 
 __all__ = ["llm_energy_components_j", "llm_run_power"]
 
 
 def _llm_traces(model, phase: str, batch: int, prompt_len: int, context_len, new_tokens: int, draft_tokens: int,
                 precision, parallel, attention: str):
-    """(trace, weight) pairs whose weighted op energies split an LLM run's energy."""
+    """(trace, weight) pairs whose weighted op energies split an LLM run's energy
+    (``prompt_len`` None: the run's default, as :func:`sim.apps.inference.run_llm` takes it)."""
+    if prompt_len is None:
+        prompt_len = default_prompt_len(model, phase, new_tokens, draft_tokens, context_len)
     kw = dict(precision=precision, attention=attention, parallel=parallel)
     past = int(context_len) if context_len is not None else 0
     if phase == "prefill":
@@ -35,7 +38,7 @@ def _llm_traces(model, phase: str, batch: int, prompt_len: int, context_len, new
 
 
 def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "generate", batch: int = 1,
-                            prompt_len: int = 2048, context_len=None, new_tokens: int = 128,
+                            prompt_len: int | None = None, context_len=None, new_tokens: int = 128,
                             draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
                             sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
                             attention: str | None = None, options=None, **_ignored) -> dict:
@@ -82,7 +85,7 @@ def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "gener
     return {k: v / s * total_j for k, v in comps.items()}
 
 
-def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch: int = 1, prompt_len: int = 2048,
+def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch: int = 1, prompt_len: int | None = None,
                   context_len=None, new_tokens: int = 128, draft_tokens: int = 0, tensor_parallel: int = 1,
                   pipeline_parallel: int = 1, options=None, **_ignored) -> dict:
     """Average power of one chip over an LLM run (:func:`sim.apps.inference.run_llm`'s

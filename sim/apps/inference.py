@@ -27,7 +27,7 @@ from sim.model.mapper.compute import choose_array
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, build_iteration, kv_cache_bytes,
                                     weight_bytes)
-from sim.model.workload.models import load_model_spec
+from sim.model.workload.models import default_prompt_len, load_model_spec
 from sim.spec.dtypes import get_format
 from sim.spec.registry import load_chip
 
@@ -172,7 +172,7 @@ def default_dtype(chip) -> str:
     raise MappingError(f"chip '{chip.name}' has no array for any of {', '.join(DEFAULT_DTYPES)}")
 
 
-def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int = 2048,
+def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int | None = None,
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
@@ -186,7 +186,9 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     ``context_len`` cached ones when given: prefix caching), ``decode`` (one step with
     ``context_len`` (default ``prompt_len``) cached tokens; ``draft_tokens`` > 0 verifies
     that many speculative tokens plus one), or ``generate`` (prefill, then ``new_tokens``
-    decode steps).  ``dtype`` defaults to :func:`default_dtype` (bf16 where the chip has
+    decode steps).  ``prompt_len`` defaults to 2,048 tokens, fewer where the model's
+    ``max_context`` needs it (:func:`~sim.model.workload.models.default_prompt_len`; the
+    result's ``prompt_len`` says what ran).  ``dtype`` defaults to :func:`default_dtype` (bf16 where the chip has
     units for it).  Raises WorkloadError when weights and KV cache do not fit the chips'
     memory, unless ``allow_overflow``.
 
@@ -206,6 +208,8 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     spec = load_model_spec(model, overrides=model_set)
     if phase not in ("prefill", "decode", "generate"):
         raise WorkloadError(f"phase must be prefill, decode or generate, got {phase!r}")
+    if prompt_len is None:
+        prompt_len = default_prompt_len(spec, phase, new_tokens, draft_tokens, context_len)
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("new_tokens", new_tokens)):
         if int(v) < 1:
             raise WorkloadError(f"{name} must be >= 1, got {v}")

@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
     r.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value")
     r.add_argument("--phase", choices=["prefill", "decode", "generate"], default="generate")
     r.add_argument("--batch", type=int, default=1)
-    r.add_argument("--prompt-len", type=int, default=2048, help="prompt tokens per sequence")
+    r.add_argument("--prompt-len", type=int, default=None,
+                   help="prompt tokens per sequence (default 2048, or fewer where the model's max_context "
+                        "needs room for the new tokens: tiny's 2048 gives 1920 with 128 new tokens)")
     r.add_argument("--context-len", type=int, default=None,
                    help="decode: cached tokens (default --prompt-len); prefill: cached prefix tokens")
     r.add_argument("--new-tokens", type=int, default=128, help="generate: decode steps after the prefill")
@@ -66,11 +68,26 @@ def _checked_chip(args):
     return chip
 
 
+def _tokens(args) -> str:
+    """What each sequence of the run holds, for the header line."""
+    if args.phase == "decode":
+        return f"context {args.context_len if args.context_len is not None else args.prompt_len:,}"
+    cached = f" behind {args.context_len:,} cached" if args.context_len else ""
+    if args.phase == "prefill":
+        return f"prompt {args.prompt_len:,}{cached}"
+    return f"prompt {args.prompt_len:,}{cached} + {args.new_tokens:,} new tokens"
+
+
 def run(args) -> int:
     from sim.apps.inference import run_llm
+    from sim.model.workload.models import default_prompt_len, load_model_spec
     from sim.model.engine.lower import Options
 
     chip = _checked_chip(args)
+    if args.prompt_len is None:  # the default, fitted to the model's context (and shown in the header)
+        spec = load_model_spec(args.model, overrides=getattr(args, "model_set", None))
+        args.prompt_len = default_prompt_len(spec, args.phase, args.new_tokens, args.draft_tokens or 0,
+                                             args.context_len)
     res = run_llm(chip, args.model, phase=args.phase, batch=args.batch, prompt_len=args.prompt_len,
                   context_len=args.context_len, new_tokens=args.new_tokens, draft_tokens=args.draft_tokens,
                   dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,
@@ -83,7 +100,7 @@ def run(args) -> int:
         print(json.dumps(res.to_dict(), default=_json_default))
         return 0
     p = res.precision
-    print(f"{res.model} on {res.chip} ({res.phase}, batch {res.batch}, "
+    print(f"{res.model} on {res.chip} ({res.phase}, batch {res.batch}, {_tokens(args)}, "
           f"{p.dtype}/{p.weight_dtype} weights/{p.kv_dtype} KV, "
           f"TP{res.parallel.tensor} PP{res.parallel.pipeline}, {res.attention} attention, "
           f"{res.stack} stack)")

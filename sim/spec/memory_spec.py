@@ -54,7 +54,8 @@ class SramLevel(_Spec):
     engine hides it when they landed earlier; 0 under ideal memory); for a chip-level
     level, the hit latency of the shared cache.  ``clock_mhz`` puts a chip-level level on
     its own clock (a GPU's L2 keeps its clock while the SMs' moves under DVFS): its
-    ``bytes_per_cycle`` are then cycles of that clock; unset, of the core clock.
+    ``bytes_per_cycle`` are then cycles of that clock; unset, of the core clock
+    (``latency_cycles`` stays in core cycles either way).
     """
 
     kind: Literal["sram"]

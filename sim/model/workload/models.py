@@ -76,3 +76,24 @@ def load_model_spec(name_or_path: str | Path | ModelSpec,
     except ConfigError as exc:
         raise ModelSpecError(exc.problems, header=exc.header) from None
     raise UnknownNameError("model", text, list_models())
+
+
+#: the prompt of a run given none (``sim run``, :func:`sim.apps.inference.run_llm`), where
+#: the model's context allows it
+DEFAULT_PROMPT_LEN = 2048
+
+
+def default_prompt_len(spec: ModelSpec, phase: str, new_tokens: int = 128, draft_tokens: int = 0,
+                       context_len: int | None = None) -> int:
+    """The prompt tokens of a run that names none: :data:`DEFAULT_PROMPT_LEN`, or the most
+    the model's ``max_context`` leaves room for beside what the run adds to the sequence
+    (a generate run's ``new_tokens``, a decode step's own token and its drafts, a prefill's
+    cached ``context_len``).  So ``sim run CHIP tiny`` runs on a 2,048-token model with its
+    default 128 new tokens (a 1,920-token prompt) instead of failing on its context."""
+    if phase == "generate":
+        extra = int(context_len or 0) + int(new_tokens)
+    elif phase == "decode":
+        extra = int(draft_tokens) + 1
+    else:
+        extra = int(context_len or 0)
+    return max(1, min(DEFAULT_PROMPT_LEN, int(spec.max_context) - extra))
