@@ -30,7 +30,11 @@ def figs(monkeypatch):
         assert out.stat().st_size > 5000
         return out
 
-    monkeypatch.setattr(P, "_save", spy)
+    # every figure module saves through plotting.style._save, imported into it
+    from sim.apps.plotting import run_figures, sweep_figures, validation_figures
+
+    for mod in (run_figures, sweep_figures, validation_figures):
+        monkeypatch.setattr(mod, "_save", spy)
     return seen
 
 
@@ -131,7 +135,10 @@ def test_pareto_axis_of_a_narrow_spread_starts_at_zero(tmp_path, monkeypatch):
 
     figs = []
     real_save = P._save
-    monkeypatch.setattr(P, "_save", lambda fig, path: (figs.append(fig.axes[0].get_ylim()), real_save(fig, path))[1])
+    from sim.apps.plotting import sweep_figures
+
+    monkeypatch.setattr(sweep_figures, "_save",
+                        lambda fig, path: (figs.append(fig.axes[0].get_ylim()), real_save(fig, path))[1])
     df = pd.DataFrame({"area_mm2": [100.0, 150.0, 200.0, 300.0], "energy_per_token_j": [1.00, 0.97, 0.94, 0.92],
                        "cores.count": [1, 2, 3, 4], "error": [None] * 4})
     df.attrs["parameters"] = ["cores.count"]

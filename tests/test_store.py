@@ -136,6 +136,22 @@ def test_resume_after_losing_a_part_and_csv_export(tmp_path):
     assert simulator_version().startswith(sim.__version__ + "+")
 
 
+def test_the_version_digest_covers_the_physics_and_skips_plots_and_sweep_machinery():
+    """A stored point is reused only by the code that computed it: every module that can
+    change a result is digested; figures, the store and the sweep planner are not (a new
+    plot must not throw a finished sweep away)."""
+    from sim.apps.store import physics_files
+
+    root = Path(sim.__file__).resolve().parent
+    rel = {p.relative_to(root.parent).as_posix() for p in physics_files()}
+    for must in ("sim/model/engine/run.py", "sim/model/kernels/engine.py", "sim/spec/chip.py", "sim/apps/inference.py",
+                 "sim/model/stacks.py", "sim/apps/sweep/evaluate.py"):
+        assert must in rel, must
+    assert not any(r.startswith("sim/apps/plotting/") for r in rel)
+    assert "sim/apps/store.py" not in rel and "sim/apps/sweep/plan.py" not in rel
+    assert any(r.startswith("dataflows/") for r in rel)
+
+
 def test_retry_errors(tmp_path):
     p = spec(tmp_path, 1)
     out = tmp_path / "out"

@@ -9,7 +9,7 @@
   a kernel case at the clock the GPU harness ran it;
 * :mod:`~sim.apps.sweep` and :mod:`~sim.apps.store` - design-space sweeps, Dask, resumable Parquet;
 * :mod:`~sim.apps.serving` - request-level serving (SimPy), one module per scheduler;
-* :mod:`~sim.apps.plotting` - figures; :mod:`~sim.apps.check` - `sim check`; :mod:`~sim.apps.demo`;
+* :mod:`~sim.apps.plotting` - figures (one module per kind: run, sweep, validation); :mod:`~sim.apps.check` - `sim check`; :mod:`~sim.apps.demo`;
   :mod:`~sim.apps.scalesim_compat` - SCALE-Sim .cfg / topology front end.
 
 Nothing here prints tables or parses arguments: that is :mod:`sim.cli`.

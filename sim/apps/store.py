@@ -87,25 +87,33 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(_canon(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-#: files whose changes cannot change a point's result (the sweep machinery, plots)
-_NOT_PHYSICS = ("sweep/__init__.py", "sweep/analysis.py", "sweep/cli.py", "sweep/plan.py", "sweep/run.py",
-                "sweep/spec.py", "store.py", "plotting.py")
+#: files (paths below sim/; a trailing "/" is a whole folder) whose changes cannot change a
+#: point's result: the sweep machinery, the store, the plots
+_NOT_PHYSICS = ("apps/sweep/__init__.py", "apps/sweep/analysis.py", "apps/sweep/plan.py", "apps/sweep/run.py",
+                "apps/sweep/spec.py", "apps/store.py", "apps/plotting/")
+
+
+def physics_files() -> list[Path]:
+    """The files :func:`simulator_version` digests: ``sim/**/*.py`` but :data:`_NOT_PHYSICS`,
+    and the shipped dataflow YAMLs."""
+    pkg = Path(__file__).resolve().parents[1]  # sim/apps/store.py -> sim/
+    files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts
+                   and not any(p.relative_to(pkg).as_posix() == n or (n.endswith("/") and
+                               p.relative_to(pkg).as_posix().startswith(n)) for n in _NOT_PHYSICS))
+    df_dir = pkg.parent / "dataflows"
+    if df_dir.is_dir():
+        files += sorted(df_dir.glob("*.yaml"))
+    return files
 
 
 @functools.lru_cache(maxsize=1)
 def simulator_version() -> str:
-    """``sim.__version__`` plus a digest of the simulator's sources (``sim/**/*.py`` and the
-    shipped dataflow YAMLs), so that results are never reused across code changes."""
-    pkg = Path(__file__).resolve().parents[1]  # sim/apps/store.py -> sim/
+    """``sim.__version__`` plus a digest of the simulator's sources (:func:`physics_files`),
+    so that results are never reused across code changes."""
+    pkg = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
-    df_dir = pkg.parent / "dataflows"
-    if df_dir.is_dir():
-        files += sorted(df_dir.glob("*.yaml"))
-    for p in files:
+    for p in physics_files():
         rel = p.relative_to(pkg.parent).as_posix()
-        if rel.startswith("sim/") and rel[4:] in _NOT_PHYSICS:
-            continue
         h.update(rel.encode() + b"\0")
         try:
             h.update(p.read_bytes())

@@ -1,0 +1,73 @@
+"""Reading results for ``sim plot``: run JSON, result tables, row filters."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sim.apps.plotting.style import pd_num
+from sim.apps.store import read_results
+from sim.errors import SimError
+
+
+def read_run_json(path: str) -> dict:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SimError(f"{path}: cannot read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SimError(f"{path}: not a JSON result from `sim run --json` ({exc})") from None
+    if not isinstance(data, dict) or "ops" not in data:
+        raise SimError(f"{path}: not a result of `sim run --json` (no 'ops')")
+    return data
+
+
+def read_tables(paths: Sequence[str]):
+    import pandas as pd
+
+
+    frames = []
+    for p in paths:
+        df = read_results(p)
+        attrs = dict(df.attrs)
+        if len(paths) > 1:
+            df = df.assign(source=Path(p).name or str(p))
+        frames.append((df, attrs))
+    if len(frames) == 1:
+        df, attrs = frames[0]
+    else:
+        df = pd.concat([f for f, _ in frames], ignore_index=True)
+        attrs = frames[0][1]
+    if "error" in df.columns:
+        df["error"] = df["error"].where(df["error"].notna() & (df["error"].astype(str) != ""), None)
+    df.attrs = attrs
+    return df
+
+
+def filter_rows(df, where: Sequence[str] | None):
+    """The rows of ``df`` matching every ``COLUMN=VALUE`` of ``where`` (numbers compared as numbers)."""
+    for w in where or []:
+        if "=" not in w:
+            raise SimError(f"--where expects COLUMN=VALUE, got '{w}'")
+        col, val = w.split("=", 1)
+        if col not in df.columns:
+            raise SimError(f"--where: no column '{col}' (columns: {', '.join(map(str, df.columns))})")
+        s = df[col]
+        if pd_num(s):
+            try:
+                df = df[np.isclose(s.astype(float), float(val))]
+            except ValueError:
+                raise SimError(f"--where {col}: '{val}' is not a number") from None
+        else:
+            df = df[s.astype(str) == val]
+        if df.empty:
+            raise SimError(f"--where {w}: no rows left")
+    return df
+
+
+# --------------------------------------------------------------------------- validation
+
