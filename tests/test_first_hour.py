@@ -344,3 +344,34 @@ def test_the_smallest_model_runs_with_every_default():
     assert default_prompt_len(spec, "generate") == 2048            # room to spare: the documented 2,048
     assert default_prompt_len(spec, "prefill", context_len=spec.max_context - 100) == 100
     assert default_prompt_len(load_model_spec("tiny"), "decode", draft_tokens=3) == 2048 - 4
+
+
+def test_a_sweep_of_the_smallest_model_runs_with_the_default_prompt(tmp_path):
+    """A sweep workload that names no prompt takes the same default as `sim run`, resolved
+    per point before hashing: tiny's generate points with 4 new tokens are the points of an
+    explicit 2,044-token prompt (same hashes, same numbers), and a model with room keeps the
+    2,048 it always had (the hashes of an explicit 2,048, so stored sweeps are reused)."""
+    from sim.apps.sweep import run_sweep
+
+    def run(workload: str, name: str):
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(textwrap.dedent(f"""\
+            name: {name}
+            chip: npu_128x128
+            workloads:
+              - {workload}
+            parameters:
+              workload.batch: [1, 2]
+            metrics: [tokens_per_s, ttft_s]
+            """))
+        df, _ = run_sweep(p, out=tmp_path / name, jobs=1, progress=False)
+        assert df["error"].isna().all(), df["error"].tolist()
+        return df
+
+    implicit = run("{model: tiny, phase: generate, new_tokens: 4}", "implicit")
+    explicit = run("{model: tiny, phase: generate, new_tokens: 4, prompt_len: 2044}", "explicit")
+    assert list(implicit["hash"]) == list(explicit["hash"])
+    assert list(implicit["ttft_s"]) == list(explicit["ttft_s"])
+    big = run("{model: llama3-8b, phase: decode, context_len: 64}", "big")
+    big_explicit = run("{model: llama3-8b, phase: decode, context_len: 64, prompt_len: 2048}", "big-explicit")
+    assert list(big["hash"]) == list(big_explicit["hash"])

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from sim.apps.store import content_hash
 from sim.apps.sweep.spec import NOT_FOR, WORKLOAD_PREFIX, LoadedSpec, WorkloadSpec, format_value
 from sim.errors import ConfigError, ConfigProblem, SimError
-from sim.model.workload.models import load_model_spec
+from sim.model.workload.models import default_prompt_len, load_model_spec
 from sim.spec.chip import ChipSpec
 from sim.spec.loader import YamlDoc, apply_overrides, read_yaml, validate
 from sim.spec.registry import resolve_chip_path
@@ -232,10 +232,13 @@ def expand(loaded: LoadedSpec, extra_set: list[str] | None = None) -> list[Point
                 wl = w
             model_dict = draft_dict = None
             if wl.kind in ("llm", "serving"):
-                _, model_dict, merr = res.model(str(wl.model), wl.model_set)
+                mspec, model_dict, merr = res.model(str(wl.model), wl.model_set)
                 if merr is not None:
                     pt.error = f"invalid point: parameter {WORKLOAD_PREFIX}model = {wl.model}: {_short(merr)}"
                     continue
+                if wl.kind == "llm" and wl.prompt_len is None:
+                    wl = wl.model_copy(update={"prompt_len": default_prompt_len(
+                        mspec, wl.phase, wl.new_tokens, wl.draft_tokens, wl.context_len)})
             if wl.kind == "serving" and wl.draft_model:
                 _, draft_dict, merr = res.model(str(wl.draft_model))
                 if merr is not None:

@@ -223,7 +223,9 @@ class WorkloadSpec(BaseModel):
     model_set: Optional[dict[str, Scalar]] = None
     phase: Literal["prefill", "decode", "generate"] = "decode"
     batch: int = Field(1, ge=1)
-    prompt_len: int = Field(2048, ge=1)
+    # None: 2,048 tokens, or fewer where the model's max_context needs room (as `sim run`;
+    # resolved per point by the planner, so the row and the hash carry the value that ran)
+    prompt_len: Optional[int] = Field(None, ge=1)
     context_len: Optional[int] = Field(None, ge=0)
     new_tokens: int = Field(128, ge=1)
     draft_tokens: int = Field(0, ge=0)
