@@ -163,3 +163,18 @@ def test_gpu_energy_blocks_scale_the_tables_to_their_node():
         assert chip.power is not None and chip.power.tdp_w in (700, 1000)
         arith = E.mac_pj(chip, "bf16")
         assert 0.1 < arith < 0.2  # Horowitz's 1.48 pJ at 45 nm scaled to 5 nm
+
+
+def test_the_energy_rebuild_prices_the_edited_model_the_run_priced():
+    """A run of an edited model (model_set) and its power and energy split, given the model by
+    name and the same edits: the rebuilt ops are those of the edited model, so its seconds are
+    the run's (the unedited tiny has twice the layers)."""
+    chip = load_chip("npu_128x128")
+    kw = dict(phase="decode", batch=2, context_len=64)
+    res = run_llm(chip, "tiny", model_set=["num_layers=1"], **kw)
+    rep = ER.llm_run_power(chip, "tiny", res, model_set=["num_layers=1"], **kw)
+    assert rep["seconds"] == pytest.approx(res["seconds"], rel=1e-6)
+    unedited = ER.llm_run_power(chip, "tiny", res, **kw)
+    assert unedited["seconds"] > 1.5 * res["seconds"]
+    comps = ER.llm_energy_components_j(chip, "tiny", res, model_set=["num_layers=1"], **kw)
+    assert sum(comps.values()) == pytest.approx(res["energy_j"], rel=1e-6)

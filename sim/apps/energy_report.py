@@ -41,7 +41,7 @@ def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "gener
                             prompt_len: int | None = None, context_len=None, new_tokens: int = 128,
                             draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
                             sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
-                            attention: str | None = None, options=None, **_ignored) -> dict:
+                            attention: str | None = None, options=None, model_set=None, **_ignored) -> dict:
     """Energy of an LLM run split by component - each memory level by name (registers,
     SRAMs, DRAM), ``mac``, ``vector``, ``noc``, ``static`` - in joules, summing to the
     run's ``energy_j``.
@@ -62,7 +62,7 @@ def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "gener
         comps = op_energy_components_pj(ops)
     else:
 
-        spec = load_model_spec(model) if isinstance(model, str) else model
+        spec = load_model_spec(model, overrides=model_set)  # the model the run priced, its edits included
         p = result.get("precision") or {}
         precision = Precision(dtype=p.get("dtype", dtype), weight_dtype=p.get("weight_dtype", weight_dtype),
                               kv_dtype=p.get("kv_dtype", kv_dtype), sparsity=p.get("sparsity", sparsity),
@@ -87,7 +87,7 @@ def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "gener
 
 def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch: int = 1, prompt_len: int | None = None,
                   context_len=None, new_tokens: int = 128, draft_tokens: int = 0, tensor_parallel: int = 1,
-                  pipeline_parallel: int = 1, options=None, **_ignored) -> dict:
+                  pipeline_parallel: int = 1, options=None, model_set=None, **_ignored) -> dict:
     """Average power of one chip over an LLM run (:func:`sim.apps.inference.run_llm`'s
     ``result`` for the same arguments: an :class:`~sim.apps.results.LlmRun` or a mapping with its keys), the time-weighted clock its ops ran at and the
     energy per token with that clock: ``{'power_w', 'clock_mhz', 'tdp_w', 'seconds',
@@ -97,7 +97,7 @@ def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch
     their (memoised) results read back; for ``generate`` the decode steps are those of the
     middle step, as in :func:`sim.model.cost.energy.llm_energy_components_j`."""
 
-    spec = load_model_spec(model) if isinstance(model, str) else model
+    spec = load_model_spec(model, overrides=model_set)  # the model the run priced, its edits included
     p = result.get("precision") or {}
     precision = Precision(dtype=p.get("dtype", "bf16"), weight_dtype=p.get("weight_dtype"),
                           kv_dtype=p.get("kv_dtype"), sparsity=p.get("sparsity"),
