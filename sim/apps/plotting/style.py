@@ -112,26 +112,22 @@ def _get(r: Any, name: str, default: Any = 0):
     return getattr(r, name, default)
 
 
+def _si_unit(value: float, unit: str) -> tuple[str, float]:
+    """(``unit`` with the SI prefix that puts ``value`` at 1 or more, the scale to apply):
+    none, milli, micro, else nano."""
+    v = abs(value)
+    for prefix, scale in (("", 1.0), ("m", 1e3), ("µ", 1e6)):
+        if v >= 1.0 / scale:
+            return prefix + unit, scale
+    return "n" + unit, 1e9
+
+
 def _time_unit(seconds: float) -> tuple[str, float]:
-    s = abs(seconds)
-    if s >= 1:
-        return "s", 1.0
-    if s >= 1e-3:
-        return "ms", 1e3
-    if s >= 1e-6:
-        return "µs", 1e6
-    return "ns", 1e9
+    return _si_unit(seconds, "s")
 
 
 def _energy_unit(joules: float) -> tuple[str, float]:
-    j = abs(joules)
-    if j >= 1:
-        return "J", 1.0
-    if j >= 1e-3:
-        return "mJ", 1e3
-    if j >= 1e-6:
-        return "µJ", 1e6
-    return "nJ", 1e9
+    return _si_unit(joules, "J")
 
 
 # --------------------------------------------------------------------------- roofline
