@@ -39,6 +39,14 @@ GEMMS = [
 ]
 #: (name, buffer MiB, passes): micro_l2.py's 4-loads-in-flight loop, all SMs (grid 16 x SMs x 256)
 L2_LOOPS = [("l2_ilp4_4MiB", 4, 400), ("l2_ilp4_16MiB", 16, 100), ("l2_ilp4_40MiB", 40, 40)]
+#: MICRO_L2_GEMMS="bf16:9728:8192:2048,fp8:3584:11392:11904" replaces the lists above with those
+#: GEMMs alone (an environment variable, so that the ncu target process sees it too)
+if os.environ.get("MICRO_L2_GEMMS"):
+    GEMMS = [(f"{d}_{m}x{k}x{n}", d, int(m), int(k), int(n))
+             for d, m, k, n in (item.rsplit(":", 3) for item in os.environ["MICRO_L2_GEMMS"].split(","))]
+    L2_LOOPS = []
+#: the output files' stem (MICRO_L2_STEM overrides it, e.g. for a MICRO_L2_GEMMS run)
+STEM = os.environ.get("MICRO_L2_STEM", "h200_micro_l2_counters")
 CALLS_UNDER_NCU = 3   # the last is the one kept (the first two warm the library's caches)
 
 METRIC_GROUPS = [
@@ -120,7 +128,7 @@ def timed(out_dir: str, seconds: float) -> None:
     import torch  # noqa: PLC0415
 
     w = _workloads()
-    path = os.path.join(out_dir, "h200_micro_l2_counters_timed.csv")
+    path = os.path.join(out_dir, f"{STEM}_timed.csv")
     with open(path, "w", newline="") as f:
         wr = csv.writer(f, lineterminator="\n")
         wr.writerow(["workload", "calls", "ms_per_call_first", "ms_per_call_median_second_half",
@@ -172,7 +180,7 @@ def profile(out_dir: str) -> None:
         with open(log, "w") as f:
             f.write(res.stdout + "\n--- stderr ---\n" + res.stderr)
         rows += _parse(res.stdout, names, gi)
-    with open(os.path.join(out_dir, "h200_micro_l2_counters.csv"), "w", newline="") as f:
+    with open(os.path.join(out_dir, f"{STEM}.csv"), "w", newline="") as f:
         wr = csv.writer(f, lineterminator="\n")
         wr.writerow(["workload", "kernel", "metric", "unit", "value"])
         wr.writerows(rows)
@@ -224,6 +232,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--target", nargs="*")
     ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--no-timed", action="store_true", help="skip the back-to-back timing with nvidia-smi")
     args = ap.parse_args(argv)
     if args.target is not None:
         return target(args.target)
@@ -231,13 +240,14 @@ def main(argv=None) -> int:
     t0 = time.time()
     profile(args.out)
     print(f"ncu done in {time.time() - t0:.0f} s", flush=True)
-    timed(args.out, args.seconds)
+    if not args.no_timed:
+        timed(args.out, args.seconds)
     import torch  # noqa: PLC0415
 
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,clocks.mem,power.limit",
                           "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     ncu_v = subprocess.run(["ncu", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1:]
-    with open(os.path.join(args.out, "h200_micro_l2_counters_env.json"), "w") as f:
+    with open(os.path.join(args.out, f"{STEM}_env.json"), "w") as f:
         json.dump({"nvidia_smi": smi, "torch": torch.__version__, "cuda": torch.version.cuda, "ncu": ncu_v,
                    "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, f, indent=1)
     print(f"all done in {time.time() - t0:.0f} s", flush=True)
