@@ -27,7 +27,7 @@ from sim.model.mapper.compute import choose_array
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, build_iteration, kv_cache_bytes,
                                     weight_bytes)
-from sim.model.workload.models import default_prompt_len, load_model_spec
+from sim.model.workload.models import default_prompt_len, load_model_spec, run_max_tokens
 from sim.spec.dtypes import get_format
 from sim.spec.registry import load_chip
 
@@ -233,13 +233,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     options = options or Options()
     kw = dict(precision=precision, attention=attention, parallel=parallel)
     past = int(context_len) if context_len is not None else 0
-    if phase == "decode":
-        ctx = int(context_len) if context_len is not None else prompt_len
-        max_ctx = ctx + draft_tokens + 1
-    elif phase == "prefill":
-        max_ctx = past + prompt_len
-    else:
-        max_ctx = past + prompt_len + new_tokens
+    max_ctx = run_max_tokens(phase, prompt_len, context_len, new_tokens, draft_tokens)
     fit = check_fit(chip, spec, precision, parallel, batch, max_ctx)
     if not fit["fits"] and not allow_overflow:
         raise WorkloadError(

@@ -87,8 +87,8 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(_canon(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-#: files (paths below sim/; a trailing "/" is a whole folder) whose changes cannot change a
-#: point's result: the sweep machinery, the store, the plots
+#: files (paths below sim/, matched as prefixes: "apps/plotting/" is the whole folder) whose
+#: changes cannot change a point's result: the sweep machinery, the store, the plots
 _NOT_PHYSICS = ("apps/sweep/__init__.py", "apps/sweep/analysis.py", "apps/sweep/plan.py", "apps/sweep/run.py",
                 "apps/sweep/spec.py", "apps/store.py", "apps/plotting/")
 
@@ -98,8 +98,7 @@ def physics_files() -> list[Path]:
     and the shipped dataflow YAMLs."""
     pkg = Path(__file__).resolve().parents[1]  # sim/apps/store.py -> sim/
     files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts
-                   and not any(p.relative_to(pkg).as_posix() == n or (n.endswith("/") and
-                               p.relative_to(pkg).as_posix().startswith(n)) for n in _NOT_PHYSICS))
+                   and not p.relative_to(pkg).as_posix().startswith(_NOT_PHYSICS))
     df_dir = pkg.parent / "dataflows"
     if df_dir.is_dir():
         files += sorted(df_dir.glob("*.yaml"))

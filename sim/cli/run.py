@@ -84,18 +84,17 @@ def run(args) -> int:
     from sim.model.engine.lower import Options
 
     chip = _checked_chip(args)
+    spec = load_model_spec(args.model, overrides=getattr(args, "model_set", None))  # loaded once, edits applied
     if args.prompt_len is None:  # the default, fitted to the model's context (and shown in the header)
-        spec = load_model_spec(args.model, overrides=getattr(args, "model_set", None))
         args.prompt_len = default_prompt_len(spec, args.phase, args.new_tokens, args.draft_tokens or 0,
                                              args.context_len)
-    res = run_llm(chip, args.model, phase=args.phase, batch=args.batch, prompt_len=args.prompt_len,
+    res = run_llm(chip, spec, phase=args.phase, batch=args.batch, prompt_len=args.prompt_len,
                   context_len=args.context_len, new_tokens=args.new_tokens, draft_tokens=args.draft_tokens,
                   dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, sparsity=args.sparsity,
                   tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
                   collective=args.collective,
                   attention=args.attention, stack=args.stack, options=Options(dataflow=args.dataflow, memory=args.memory, fidelity=args.fidelity),
-                  allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False),
-                  model_set=getattr(args, "model_set", None))
+                  allow_overflow=args.allow_overflow, progress=not args.json and not getattr(args, "quiet", False))
     if args.json:
         print(json.dumps(res.to_dict(), default=_json_default))
         return 0

@@ -296,6 +296,10 @@ class MemorySpec(_Spec):
     def core_srams(self) -> tuple[SramLevel, ...]:
         return tuple(lv for lv in self.levels if isinstance(lv, SramLevel) and lv.scope == "core")
 
+    def chip_sram_bytes_per_core_cycle(self, core_clock_mhz: float) -> float:
+        """The chip-level SRAMs' bandwidth together, in bytes per core cycle (0 without any)."""
+        return sum(lv.bytes_per_core_cycle(core_clock_mhz) for lv in self.chip_srams)
+
     @property
     def chip_srams(self) -> tuple[SramLevel, ...]:
         return tuple(lv for lv in self.levels if isinstance(lv, SramLevel) and lv.scope == "chip")

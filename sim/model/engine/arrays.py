@@ -130,7 +130,7 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
     # none, as SCALE-Sim's stall-free numbers have none
     fp[K.F_SRAM_LATENCY_CYCLES] = 0.0 if ideal else float(buf.latency_cycles)
     if l2_levels:
-        fp[K.F_L2_BYTES_PER_CYCLE] = sum(s.bytes_per_core_cycle(chip.clock_mhz) for s in l2_levels)
+        fp[K.F_L2_BYTES_PER_CYCLE] = chip.memory.chip_sram_bytes_per_core_cycle(chip.clock_mhz)
         fp[K.F_L2_LATENCY_CYCLES] = max(s.latency_cycles for s in l2_levels)
     else:
         fp[K.F_L2_BYTES_PER_CYCLE] = 1.0

@@ -417,5 +417,5 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
                         port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
                         ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
-                        l2_bytes_per_cycle=float(sum(s.bytes_per_core_cycle(chip.clock_mhz) for s in chip.memory.chip_srams)) or 1e30,
+                        l2_bytes_per_cycle=chip.memory.chip_sram_bytes_per_core_cycle(chip.clock_mhz) or 1e30,
                         dram=None if ideal else dram_params(dram))

@@ -83,17 +83,24 @@ def load_model_spec(name_or_path: str | Path | ModelSpec,
 DEFAULT_PROMPT_LEN = 2048
 
 
+def run_max_tokens(phase: str, prompt_len: int, context_len: int | None = None, new_tokens: int = 128,
+                   draft_tokens: int = 0) -> int:
+    """The longest sequence a run reaches: a decode step's cached context (``context_len``,
+    default the prompt) plus its token and drafts; a prefill's cached prefix plus its prompt;
+    a generation's prefill plus its ``new_tokens``."""
+    if phase == "decode":
+        return (int(context_len) if context_len is not None else int(prompt_len)) + int(draft_tokens) + 1
+    past = int(context_len or 0)
+    return past + int(prompt_len) + (int(new_tokens) if phase == "generate" else 0)
+
+
 def default_prompt_len(spec: ModelSpec, phase: str, new_tokens: int = 128, draft_tokens: int = 0,
                        context_len: int | None = None) -> int:
     """The prompt tokens of a run that names none: :data:`DEFAULT_PROMPT_LEN`, or the most
     the model's ``max_context`` leaves room for beside what the run adds to the sequence
-    (a generate run's ``new_tokens``, a decode step's own token and its drafts, a prefill's
-    cached ``context_len``).  So ``sim run CHIP tiny`` runs on a 2,048-token model with its
-    default 128 new tokens (a 1,920-token prompt) instead of failing on its context."""
-    if phase == "generate":
-        extra = int(context_len or 0) + int(new_tokens)
-    elif phase == "decode":
-        extra = int(draft_tokens) + 1
-    else:
-        extra = int(context_len or 0)
+    (:func:`run_max_tokens` with no prompt; a decode step's prompt is its context, so a
+    given ``context_len`` does not count there).  So ``sim run CHIP tiny`` runs on a
+    2,048-token model with its default 128 new tokens (a 1,920-token prompt) instead of
+    failing on its context."""
+    extra = run_max_tokens(phase, 0, None if phase == "decode" else context_len, new_tokens, draft_tokens)
     return max(1, min(DEFAULT_PROMPT_LEN, int(spec.max_context) - extra))
