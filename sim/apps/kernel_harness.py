@@ -180,7 +180,7 @@ def harness_clock(chip, kernels_of) -> tuple[object, list]:
     phases = _burst(rep.op_s, rep.op_w, rep.flush_s, rep.flush_w, pw.idle_w, reps)
     if 2 * unthrottled_repeats(phases, pw.idle_w, pw.tdp_w, pw.average_window_s) > reps:
         return top, kernels
-    kernels = [(op, dataclasses.replace(opts, mapping_of=result_mapping_key(r)))
+    kernels = [(op, dataclasses.replace(opts, mapping_of=result_mapping_key(r), reference_clock_mhz=f_mhz))
                for (op, opts), r in zip(kernels, rep.results)]
     # the highest grid clock whose repeat period fits: a prediction from each clock tried
     # bounds the answer (from above where it did not fit, from below where it did); the

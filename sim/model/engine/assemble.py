@@ -17,8 +17,44 @@ from sim.ir.lowered import LoweredGemm, LoweredOnArray, LoweredOp, TileProblem
 from sim.ir.ops import Attention, VectorOp, op_min_dram_bytes
 from sim.ir.results import OpResult
 from sim.model.dataflow import get_dataflow
+from sim.model.engine.arrays import compute_table
 from sim.model.engine.kernel_run import KernelRun
 from sim.model.mapper.search import Mapping
+
+
+def launch_cycles(chip, lowered: LoweredOp) -> float:
+    """Cycles a kernel pays beside its engine run: the runtime's launch overhead, and the
+    kernel library's prologue for a kernel on an array."""
+    launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
+    ms = getattr(chip, "mapping", None)
+    if ms is not None and isinstance(lowered, LoweredOnArray):
+        launch += ms.kernel_prologue_ns * chip.clock_hz / 1e9
+    return launch
+
+
+def compute_floor_cycles(prob: TileProblem, mapping: Mapping) -> float | None:
+    """A lower bound on the engine's makespan for ``prob`` dealt cyclically with ``mapping``,
+    from its array work alone (None where it is not derived: block distribution, causal
+    masks).  Every output tile's steps and its tail run one after another on one core
+    (the compute table of :func:`sim.model.engine.arrays.compute_table`, which the engine
+    charges), so the makespan is at least the total over all tiles shared by the cores, and
+    at least the full tiles some core must take (ceil(full tiles / cores) of them)."""
+    if mapping.distribution != "cyclic" or prob.causal:
+        return None
+    row = compute_table(prob, mapping, None)[0]
+    tm, tn, tk = mapping.tile_m, mapping.tile_n, mapping.tile_k
+    k_full, k_edge = prob.k // tk, int(prob.k % tk > 0)
+    tiles = {0: prob.m // tm, 1: int(prob.m % tm > 0)}, {0: prob.n // tn, 1: int(prob.n % tn > 0)}
+
+    def tile_cycles(em: int, en: int) -> float:
+        # columns: entry em * 4 + ek * 2 + en; its tail at 8 + the last step's entry
+        last = em * 4 + (2 if k_edge else 0) + en
+        return k_full * row[em * 4 + en] + k_edge * row[em * 4 + 2 + en] + row[8 + last]
+
+    total = sum(tiles[0][em] * tiles[1][en] * tile_cycles(em, en) for em in (0, 1) for en in (0, 1)) * prob.count
+    cores = max(1, int(mapping.cores_used))
+    full_tiles = tiles[0][0] * tiles[1][0] * prob.count
+    return float(max(total / cores, -(-full_tiles // cores) * tile_cycles(0, 0)))
 
 
 def assemble_result(chip, op, prob: TileProblem, mapping: Mapping, lowered: LoweredOp, run: KernelRun,
@@ -30,10 +66,7 @@ def assemble_result(chip, op, prob: TileProblem, mapping: Mapping, lowered: Lowe
     busiest = int(np.argmax(stats[:, K.S_COMPUTE])) if len(stats) else 0
     compute = float(stats[busiest, K.S_COMPUTE]) if len(stats) else 0.0
     makespan = float(run.makespan)
-    launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
-    ms = getattr(chip, "mapping", None)
-    if ms is not None and isinstance(lowered, LoweredOnArray):
-        launch += ms.kernel_prologue_ns * chip.clock_hz / 1e9
+    launch = launch_cycles(chip, lowered)
     if ideal:
         # SCALE-Sim's convention: the reported count is the index of the last cycle
         cycles = max(0.0, makespan - 1.0)

@@ -54,7 +54,8 @@ def dvfs_clock(chip, op, options=None):
         return f, r, p, False
     key = result_mapping_key(r) if REUSE_MAPPING else None
     if key is not None:
-        options = dataclasses.replace(options, mapping_of=key)
+        # ... and, where that mapping's run there is compute-bound, its engine run
+        options = dataclasses.replace(options, mapping_of=key, reference_clock_mhz=top)
     feasible = None
     infeasible = f  # the lowest clock known to be above the limit
     for _ in range(MAX_STEPS):

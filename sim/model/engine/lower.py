@@ -72,6 +72,9 @@ class Options:
     mapping_of: tuple | None = None             # simulate only the candidate with this mapping_key when the
                                                 # mapper still offers it (DVFS re-uses, at the clocks below
                                                 # the chip's, the mapping it chose at the chip's clock)
+    reference_clock_mhz: float | None = None    # with mapping_of, below this clock: the clock that mapping
+                                                # was chosen at; a compute-bound engine run there stands for
+                                                # the run here (sim.model.engine.run.CLOCK_SHARE_TOLERANCE)
 
     def __post_init__(self) -> None:
         if self.memory not in ("modeled", "ideal"):

@@ -22,11 +22,13 @@ from collections import OrderedDict
 from typing import Any
 
 import sim.model.engine.kernel_run as kernel_run
+import sim.model.kernels.engine as K
 from sim.errors import MappingError
 from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOnArray, LoweredOp
 from sim.ir.ops import Attention, Collective, Gemm, VectorOp
 from sim.ir.results import OpResult
-from sim.model.engine.assemble import assemble_result, gemm_row_work, merge_results, stream_kernel_rate
+from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, gemm_row_work, launch_cycles,
+                                      merge_results, stream_kernel_rate)
 from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan
 from sim.model.engine.kernel_run import run_kernel
@@ -39,12 +41,32 @@ from sim.spec.dtypes import get_format
 REFINE_WITHIN = 1.25
 _MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
 _MEMO_MAX = 4096
+#: an engine run whose makespan is within this fraction of its busiest core's compute cycles
+#: is compute-bound, and stands for the same mapping's run at any lower clock: its compute
+#: cycles (array steps) do not depend on the clock, while DRAM transfers and every latency
+#: fixed in nanoseconds take fewer core cycles at a lower clock, so there the run can only
+#: be faster, by at most this fraction.  DVFS and the kernel harness re-price an op at lower
+#: clocks with the mapping of the top clock (Options.mapping_of, reference_clock_mhz) and
+#: reuse such a run instead of simulating it again at each clock they try.  Against
+#: simulating every clock (tests/test_clock_share.py): at most 0.2 % per op on Llama-3-70B
+#: TP8 prefill + decode on h200_sxm, whose prefill GEMMs no longer cost three engine runs each
+CLOCK_SHARE_TOLERANCE = 0.01
+#: a candidate mapping is not simulated when its compute floor
+#: (:func:`sim.model.engine.assemble.compute_floor_cycles`) exceeds the best simulated
+#: candidate's time by more than this: a margin over the error of extrapolated runs, whose
+#: makespans come out up to 0.11 % below their own compute cycles (o_proj of Llama-3-70B
+#: TP8 prefill on h200_sxm), so a skipped candidate could never have won
+PRUNE_MARGIN = 0.005
+#: the engine run of the candidate each simulated op kept, by the op's memo key:
+#: (mapping_key, KernelRun); what a lower clock's run may reuse
+_CHOSEN_RUNS: "OrderedDict[Any, tuple[tuple, kernel_run.KernelRun]]" = OrderedDict()
 
 
 def clear_cache() -> None:
     """Forget every memoised op result, engine run and DRAM pattern rate (benchmarks time
     cold runs)."""
     _MEMO.clear()
+    _CHOSEN_RUNS.clear()
     kernel_run.clear()
     stream_efficiency.cache_clear()
 
@@ -104,18 +126,30 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     large = fid["refine_large"] if tie is None else 1
     if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
         cands = cands[:large]
+    shared = _reference_run(chip, op, options)
     best = None
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
                                                             candidates_simulated=len(cands)))
-        plan = extrapolation_plan(chip, p, mapping, ideal, options.fidelity)
-        run = extrapolated_run(chip, p, mapping, ideal, plan, options.fidelity) if plan is not None else None
-        if run is None:
-            run = run_kernel(chip, p, mapping, ideal)
+        key = mapping_key(mapping, split)
+        floor = compute_floor_cycles(p, mapping) if best is not None else None
+        if floor is not None and (floor + launch_cycles(chip, lowered)) / chip.clock_hz > best.seconds * (1 + PRUNE_MARGIN):
+            continue  # its array work alone takes longer than the best candidate's whole run: it cannot win
+        if shared is not None and key == shared[0]:
+            # the reference clock's run, said in the result's mapping
+            run = shared[1].copy()
+            mapping = dataclasses.replace(mapping, compute=dict(
+                mapping.compute, run_shared_from_clock_mhz=float(options.reference_clock_mhz)))
+        else:
+            plan = extrapolation_plan(chip, p, mapping, ideal, options.fidelity)
+            run = extrapolated_run(chip, p, mapping, ideal, plan, options.fidelity) if plan is not None else None
+            if run is None:
+                run = run_kernel(chip, p, mapping, ideal)
+        kernel = run
         res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
         if run.extrapolated and res.cycles < res.roofline_cycles:
             # an extrapolation that beats the roofline is wrong: simulate in full
-            run = run_kernel(chip, p, mapping, ideal)
+            run = kernel = run_kernel(chip, p, mapping, ideal)
             res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
         second = Options(memory=options.memory, fidelity=options.fidelity)
         if split > 1:
@@ -123,12 +157,39 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
         if isinstance(lowered, LoweredAttention) and lowered.kv_splits > 1:
             res = merge_results(res, simulate_op_at_clock(chip, _split_kv_reduction(op, lowered.kv_splits), second))
         if best is None or res.seconds < best.seconds:
-            best = res
+            best, chosen = res, (key, kernel)
+    _CHOSEN_RUNS[(_chip_key(chip), op, options)] = chosen
+    if len(_CHOSEN_RUNS) > _MEMO_MAX:
+        _CHOSEN_RUNS.popitem(last=False)
     if options.stream is not None and isinstance(op, VectorOp) and not ideal:
         best = stream_kernel_rate(chip, op, best, options.stream)
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
         best = gemm_row_work(chip, op, best, options.row_work)
     return best
+
+
+def _reference_run(chip, op, options: Options) -> tuple[tuple, kernel_run.KernelRun] | None:
+    """(mapping key, engine run) of ``op`` at ``options.reference_clock_mhz`` when this run
+    below that clock may reuse it (the same mapping, compute-bound within
+    CLOCK_SHARE_TOLERANCE), else None.  The reference is simulated again when it is no
+    longer remembered, so the answer never depends on what was asked before."""
+    ref_mhz = options.reference_clock_mhz
+    if ref_mhz is None or options.mapping_of is None or not float(chip.clock_mhz) < float(ref_mhz):
+        return None
+    ref_chip = chip.model_copy(update={"clock_mhz": float(ref_mhz)})
+    ref_options = dataclasses.replace(options, mapping_of=None, reference_clock_mhz=None)
+    memo_key = (_chip_key(ref_chip), op, ref_options)
+    if memo_key not in _CHOSEN_RUNS:
+        _simulate_tiled(ref_chip, op, ref_options)
+    key, run = _CHOSEN_RUNS[memo_key]
+    if key != options.mapping_of or not len(run.stats):
+        return None
+    compute_cycles = float(run.stats[:, K.S_COMPUTE].max())
+    # (an extrapolated run's makespan may fall below its extrapolated compute cycles:
+    # such a run is not known to be compute-bound)
+    if not abs(run.makespan - compute_cycles) <= CLOCK_SHARE_TOLERANCE * compute_cycles:
+        return None
+    return key, run
 
 
 #: the Mapping fields that, with the split-K factor, tell two candidate mappings of one op apart
