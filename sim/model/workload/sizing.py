@@ -1,0 +1,120 @@
+"""Closed-form sizes of an LLM workload: the tokens each MoE expert receives
+(:func:`expert_token_counts`), the layers of each pipeline stage (:func:`stage_layers`),
+KV-cache bytes (:func:`kv_cache_bytes`) and weight bytes (:func:`weight_bytes`).
+
+The trace builder uses the first two; fit checks, serving and the KV-cache model use
+the byte counts without building a trace, which is why these rules live on their own.
+:mod:`sim.model.workload.llm` re-exports every public name.
+"""
+from __future__ import annotations
+
+import math
+
+from sim.errors import WorkloadError
+from sim.model.workload.iteration import Precision
+from sim.spec.dtypes import get_format, sparse_2_4_bytes
+from sim.spec.model_spec import ModelSpec
+
+def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float = 0.0) -> list[int]:
+    """Tokens each expert receives when ``tokens`` tokens each pick ``top_k`` experts.
+
+    Balanced (``skew = 0``): ``tokens·top_k`` assignments split evenly, the remainder one
+    each to experts ``0..r-1``.  Skewed: shares ∝ ``(i+1)^-skew``, capped at ``tokens``,
+    largest-remainder rounding (ties → lower index).  The counts always sum to
+    ``tokens·top_k`` and none exceeds ``tokens``.
+    """
+    if tokens < 0 or num_experts < 1 or not (1 <= top_k <= num_experts):
+        raise WorkloadError(f"expert_token_counts: bad arguments tokens={tokens}, experts={num_experts}, top_k={top_k}")
+    if skew < 0:
+        raise WorkloadError(f"moe skew must be >= 0, got {skew}")
+    total = tokens * top_k
+    if skew == 0:
+        base, rem = divmod(total, num_experts)
+        return [base + (1 if i < rem else 0) for i in range(num_experts)]
+    weights = [(i + 1) ** -skew for i in range(num_experts)]
+    shares = [0.0] * num_experts
+    free = list(range(num_experts))
+    remaining = float(total)
+    while free:
+        wsum = sum(weights[i] for i in free)
+        over = [i for i in free if remaining * weights[i] / wsum > tokens]
+        if not over:
+            for i in free:
+                shares[i] = remaining * weights[i] / wsum
+            break
+        for i in over:
+            shares[i] = float(tokens)
+            remaining -= tokens
+            free.remove(i)
+    counts = [min(tokens, math.floor(s + 1e-9)) for s in shares]
+    left = total - sum(counts)
+    order = sorted(range(num_experts), key=lambda i: (-(shares[i] - math.floor(shares[i] + 1e-9)), i))
+    while left > 0:
+        progressed = False
+        for i in order:
+            if left == 0:
+                break
+            if counts[i] < tokens:
+                counts[i] += 1
+                left -= 1
+                progressed = True
+        if not progressed:  # pragma: no cover - impossible when top_k <= experts
+            raise WorkloadError("expert_token_counts: cannot place every assignment")
+    return counts
+
+
+def stage_layers(num_layers: int, pipeline: int) -> list[range]:
+    """Contiguous layer ranges per pipeline stage; the first ``layers % p`` stages get one more."""
+    if pipeline > num_layers:
+        raise WorkloadError(f"pipeline degree {pipeline} exceeds the number of layers {num_layers}")
+    base, rem = divmod(num_layers, pipeline)
+    out, start = [], 0
+    for s in range(pipeline):
+        n = base + (1 if s < rem else 0)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def kv_cache_bytes(model: ModelSpec, tokens: int, batch: int = 1, kv_dtype: str = "bf16") -> int:
+    """KV-cache bytes: ``2 × layers × kv_heads × head_dim × tokens × batch × bytes per value``.
+
+    Block-scaled formats add their scales (blocks along ``head_dim``, per head vector).
+    """
+    return model.kv_bytes_per_token(kv_dtype) * int(tokens) * int(batch)
+
+
+def _matrix_bytes(fmt: str, k: int, n: int, sparsity: str | None = None) -> int:
+    if sparsity == "2:4":
+        return sparse_2_4_bytes(fmt, k * n)
+    return get_format(fmt).bytes_for(k * n)
+
+
+def weight_bytes(model: ModelSpec, precision: Precision = Precision()) -> int:
+    """Bytes of all weights as the builder stores them (whole model, all chips together).
+
+    Linear layers of the decoder (QKV, output, MLP / experts) in ``weight_format`` (2:4
+    compressed when sparse); embeddings, LM head, router, norms and biases in the
+    vector dtype.  Each matrix is sized as the fused Gemm operand the trace uses.
+    """
+    wf, vf, sp = precision.weight_format, precision.vector_format, precision.sparsity
+    h, f = model.hidden_size, model.ffn_size
+    vb = get_format(vf)
+    mlp = (_matrix_bytes(wf, h, 2 * f, sp) if model.gated_mlp else _matrix_bytes(wf, h, f, sp)) \
+        + _matrix_bytes(wf, f, h, sp)
+    mlp_bias = vb.bytes_for((2 * f if model.gated_mlp else f) + h) if model.mlp_bias else 0
+    total = 0
+    for layer in range(model.num_layers):
+        total += _matrix_bytes(wf, h, model.qkv_size, sp) + _matrix_bytes(wf, model.q_size, h, sp)
+        if model.attention_bias:
+            total += vb.bytes_for(model.qkv_size + h)
+        total += model.norms_per_layer * vb.bytes_for(h * (2 if model.norm == "layernorm" else 1))
+        if model.is_moe_layer(layer):
+            total += model.num_experts * (mlp + mlp_bias) + vb.bytes_for(h * model.num_experts)
+        else:
+            total += mlp + mlp_bias
+    total += vb.bytes_for(h * (2 if model.norm == "layernorm" else 1))  # final norm
+    emb_values = model.vocab_size * h * (1 if model.tied_embeddings else 2)
+    if model.positional == "learned":
+        emb_values += model.max_context * h
+    return total + vb.bytes_for(emb_values)
