@@ -1,0 +1,201 @@
+"""Tile geometry and byte counts of a :class:`~sim.ir.lowered.TileProblem`: the tile sizes
+worth trying along a dim, the block-mode core splits and each core's sub-problem, operand
+footprints and the DRAM traffic of a loop order, the DMA pattern of a tile's rows, pipeline
+stages and the per-core SRAM a tile needs.
+
+These are exact counting rules shared by the mapper's search (:mod:`sim.model.mapper.search`)
+and the engine, which builds its arrays and fit checks from the same functions; they are kept
+apart from the search so that the engine's use of them does not depend on how candidates are
+ranked.  :mod:`sim.model.mapper.search` re-exports every name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.ir.lowered import TileProblem
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
+    """Tile sizes worth trying along one dim: the full size, multiples of the array
+    dimension doubling up, powers of two, and near-equal splits (no tiny edge tile)."""
+    cands = {size}
+    u = max(1, unit)
+    v = u
+    while v < size:
+        cands.add(v)
+        v *= 2
+    p = 8
+    while p < size:
+        cands.add(p)
+        p *= 2
+    for parts in (2, 3, 4, 6, 8, 12, 16):
+        if size > parts:
+            t = _ceil(size, parts)
+            cands.add(_ceil(t, u) * u if t > u else t)
+    out = sorted(c for c in cands if 1 <= c <= size)
+    if len(out) > limit:
+        # thin evenly in log(size), not by list position: position-based thinning kept the
+        # dense small powers of two and dropped every tile between 512 and size/16 for a
+        # large dim (M = 1e5 lost 1024-4096, the sizes a 128-row weight-stationary array
+        # streams efficiently)
+        logs = np.log(np.asarray(out, dtype=np.float64))
+        keep = {int(np.argmin(np.abs(logs - t))) for t in np.linspace(logs[0], logs[-1], limit)}
+        out = sorted({out[i] for i in keep} | {size})
+    return out
+
+
+def partitions(P: int, count: int, m_units: int, n_units: int, max_options: int = 24) -> list[tuple[int, int, int]]:
+    """(instance, m, n) splits using as many cores as the work allows (most cores first)."""
+    # no split uses more than count x m_units x n_units cores, and for a given rest = pm x pn
+    # only pm in [rest / n_units, m_units] can fit: the same splits in the same order as
+    # trying every used <= P and every pm <= rest, without the O(P^2) walk (a 64^3 GEMM on
+    # 16,384 cores spent 8 s here)
+    for used in range(min(P, count * m_units * n_units), 0, -1):
+        found = []
+        for pc in range(1, min(used, count) + 1):
+            if used % pc:
+                continue
+            rest = used // pc
+            for pm in range(max(1, -(-rest // n_units)), min(rest, m_units) + 1):
+                if rest % pm:
+                    continue
+                found.append((pc, pm, rest // pm))
+        if found:
+            return found[:max_options]
+    return [(1, 1, 1)]
+
+
+def _split(total: int, parts: int, i: int) -> tuple[int, int]:
+    """Bounds of part ``i`` of ``total`` split as evenly as possible (larger parts first)."""
+    base, extra = divmod(total, parts)
+    lo = i * base + min(i, extra)
+    return lo, lo + base + (1 if i < extra else 0)
+
+
+def block_ranges(prob: TileProblem, part: tuple[int, int, int], unit_m: int = 1, unit_n: int = 1) -> np.ndarray:
+    """[cores, 6] (inst0, inst1, m0, m1, n0, n1) of each core's sub-problem.  Splits of m
+    and n fall on multiples of ``unit`` so no core gets a sliver of an array."""
+    pc, pm, pn = part
+    rows = []
+    mu = _ceil(prob.m, unit_m)
+    nu = _ceil(prob.n, unit_n)
+    for ic in range(pc):
+        i0, i1 = _split(prob.count, pc, ic)
+        for im in range(pm):
+            a, b = _split(mu, pm, im)
+            m0, m1 = min(a * unit_m, prob.m), min(b * unit_m, prob.m)
+            for jn in range(pn):
+                c, d = _split(nu, pn, jn)
+                n0, n1 = min(c * unit_n, prob.n), min(d * unit_n, prob.n)
+                rows.append((i0, i1, m0, m1, n0, n1))
+    return np.array(rows, dtype=np.int64)
+
+
+def b_copies_group(prob: TileProblem) -> int:
+    """Consecutive instances that read one copy of B."""
+    return max(1, prob.count) if prob.b_shared else max(1, prob.b_share_group)
+
+
+def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndarray:
+    """Bytes of one operand over a (count, mm, nn, kk) sub-problem (or one tile)."""
+    ext = {"m": np.asarray(mm, dtype=np.float64), "n": np.asarray(nn, dtype=np.float64),
+           "k": np.asarray(kk, dtype=np.float64)}
+    dims = getattr(prob, f"{which}_dims")
+    fixed = getattr(prob, f"{which}_fixed")
+    bpe = getattr(prob.layout, which)
+    n_el = np.ones(np.broadcast(ext["m"], ext["n"], ext["k"]).shape)
+    for d in dims:
+        n_el = n_el * ext[d]
+    if fixed:
+        n_el = n_el * fixed
+    group = b_copies_group(prob) if which == "b" else 1
+    inst = count if group == 1 else np.ceil(np.asarray(count, dtype=np.float64) / group)
+    return n_el * bpe * inst
+
+
+def _reload_factor(order: str, dims: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
+    """Times an operand's whole footprint is fetched for a loop order: the product of the
+    trip counts of loops that do not index it and sit outside its innermost indexing loop
+    (a buffer holding one tile is reloaded whenever one of its indices changes)."""
+    inner = max((order.index(d) for d in dims), default=-1)
+    f = np.ones_like(trips["m"])
+    for pos in range(inner):
+        d = order[pos]
+        if d not in dims:
+            f = f * trips[d]
+    return f
+
+
+def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
+    """DRAM (read, write) bytes of one block-mode core; exact for the engine's reuse rule
+    when no chip-level cache catches a re-fetch.  Causal skipping is ignored (an upper
+    bound)."""
+    a, b, c_rd, c_wr = block_traffic_parts(prob, order, mt, nt, kt, mm, nn, kk, count)
+    return a + b + c_rd, c_wr
+
+
+def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
+    """:func:`block_traffic` by operand: (A read, B read, partial sums read back, C
+    written) bytes."""
+    trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
+    a = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
+    b = (footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
+         if prob.has_b else np.zeros_like(a))
+    visits = _reload_factor(order, prob.c_dims, trips) if prob.reduction else np.ones_like(trips["m"])
+    c_final = footprint_bytes(prob, "c", mm, nn, kk, count)
+    c_psum = c_final / prob.layout.c * prob.layout.psum
+    return a, b, (visits - 1) * c_psum, c_final + (visits - 1) * c_psum
+
+
+def operand_pattern(prob: TileProblem, which: str, mt, nt, kt):
+    """How the engine's DMA reads (or writes) one tile of an operand, per candidate tile:
+    (segment bytes, stride bytes).  A tile is rows along the operand's first dim, each a
+    contiguous run of its last dim at the tensor's row pitch (sim.model.kernels.engine,
+    ``_make_transfer``); a tile spanning the whole last dim, or an operand whose rows are
+    an untiled fixed extent, is one contiguous run (stride 0)."""
+    dims = getattr(prob, f"{which}_dims")
+    bpe = getattr(prob.layout, which)
+    shape = np.broadcast(mt, nt, kt).shape
+    if len(dims) < 2:
+        return np.full(shape, 1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+    ext = {"m": np.asarray(mt), "n": np.asarray(nt), "k": np.asarray(kt)}[dims[-1]]
+    full = {"m": prob.m, "n": prob.n, "k": prob.k}[dims[-1]]
+    seg = np.broadcast_to(np.ceil(np.minimum(ext, full) * bpe), shape).astype(np.int64)
+    stride = np.where(np.broadcast_to(ext, shape) >= full, 0, int(np.ceil(full * bpe)))
+    return np.maximum(seg, 1), stride.astype(np.int64)
+
+
+def pipeline_stages(prob: TileProblem, mt, nt, kt, default: int):
+    """Tile buffers per operand for each candidate tile: the problem's fixed count, or -
+    for a library that fills shared memory with as many stages as fit - the count that
+    fills ``stage_fill_bytes`` (vectorised)."""
+    base = prob.stages or default
+    if prob.stage_fill_bytes <= 0:
+        return np.full(np.shape(mt), base, dtype=np.int64)
+    stage = footprint_bytes(prob, "a", mt, nt, kt, 1) + (footprint_bytes(prob, "b", mt, nt, kt, 1)
+                                                           if prob.has_b else 0.0)
+    fill = np.floor(prob.stage_fill_bytes / np.maximum(stage, 1.0)).astype(np.int64)
+    return np.clip(fill, 2, max(2, prob.max_stages or 2))
+
+
+def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers):
+    """Per-core SRAM (A, B, C) for one tile of each operand: the input tiles times the
+    pipeline depth, the C accumulator (at accumulator precision) at most twice - it is
+    drained once per output tile, not streamed per step."""
+    a = footprint_bytes(prob, "a", mt, nt, kt, 1) * buffers
+    b = footprint_bytes(prob, "b", mt, nt, kt, 1) * buffers if prob.has_b else 0.0 * a
+    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * np.minimum(buffers, 2)
+    return a, b, c
+
+
+def tiles_fit(mem: "MemoryBudget", a_b, b_b, c_b):
+    """Whether tile buffers of (A, B, C) bytes fit one core's SRAM (each its partition,
+    when the SRAM is partitioned)."""
+    if mem.partition is None:
+        return (a_b + b_b + c_b) <= mem.sram_bytes
+    pi, pw, po = mem.partition
+    return (a_b <= pi) & (b_b <= pw) & (c_b <= po)
