@@ -149,6 +149,7 @@ def test_the_version_digest_covers_the_physics_and_skips_plots_and_sweep_machine
         assert must in rel, must
     assert not any(r.startswith("sim/apps/plotting/") for r in rel)
     assert "sim/apps/store.py" not in rel and "sim/apps/sweep/plan.py" not in rel
+    assert "sim/apps/store_keys.py" not in rel  # split from store.py
     assert not any(r.startswith("sim/apps/sweep/spec") for r in rel)  # spec.py and the modules split from it
     assert "sim/apps/sweep/backends.py" not in rel and "sim/apps/sweep/table.py" not in rel  # split from run.py
     assert any(r.startswith("dataflows/") for r in rel)

@@ -10,7 +10,9 @@ Every row of a part is one finished point, keyed by ``hash``: a SHA-256 over the
 JSON of (resolved chip, workload, simulator version) - see :func:`content_hash`; the
 version includes a digest of the simulator's sources (:func:`simulator_version`) - so a
 re-run (or another sweep that shares points) skips what is already done, and a changed
-simulator never reuses stale results.
+simulator never reuses stale results.  Those keys are made in :mod:`sim.apps.store_keys`
+(every name re-exported here); this module keeps the store's files, reading, writing and
+claims.
 
 Crash safety: a part is written to a temporary name, flushed to disk and renamed into
 place with :func:`os.replace` (atomic on POSIX), so a process killed at any moment
@@ -31,10 +33,8 @@ tolerate each other: a part removed by another process's compaction is re-listed
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -43,6 +43,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from sim.apps.store_keys import (_NOT_PHYSICS, _canon, canonical_json, content_hash, physics_files,
+                                 simulator_version)
 from sim.errors import SimError
 from sim.version import __version__
 
@@ -61,75 +63,6 @@ STRING_COLUMNS = ("hash", "chip", "workload", "overrides", "error", "sim_version
 
 class StoreError(SimError):
     """A results store (or results file) cannot be used: corrupted, foreign or unreadable."""
-
-
-# --------------------------------------------------------------------------- hashing
-
-
-def _canon(o: Any) -> Any:
-    if isinstance(o, Mapping):
-        return {str(k): _canon(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_canon(v) for v in o]
-    if isinstance(o, float):
-        if math.isnan(o) or math.isinf(o):
-            return repr(o)
-        if o.is_integer() and abs(o) < 2**53:
-            return int(o)  # 8 and 8.0 are the same design point
-        return o
-    if hasattr(o, "item") and callable(o.item):  # numpy scalars
-        return _canon(o.item())
-    return o
-
-
-def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys, no whitespace, integral floats written as integers."""
-    return json.dumps(_canon(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-#: files (paths below sim/, matched as prefixes: "apps/plotting/" is the whole folder) whose
-#: changes cannot change a point's result: the sweep machinery, the store, the plots
-_NOT_PHYSICS = ("apps/sweep/__init__.py", "apps/sweep/analysis.py", "apps/sweep/backends.py", "apps/sweep/plan.py",
-                "apps/sweep/run.py", "apps/sweep/spec.py", "apps/sweep/spec_axes.py", "apps/sweep/spec_metrics.py",
-                "apps/sweep/spec_schema.py", "apps/sweep/table.py", "apps/store.py", "apps/plotting/")
-
-
-def physics_files() -> list[Path]:
-    """The files :func:`simulator_version` digests: ``sim/**/*.py`` but :data:`_NOT_PHYSICS`,
-    and the shipped dataflow YAMLs."""
-    pkg = Path(__file__).resolve().parents[1]  # sim/apps/store.py -> sim/
-    files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts
-                   and not p.relative_to(pkg).as_posix().startswith(_NOT_PHYSICS))
-    df_dir = pkg.parent / "dataflows"
-    if df_dir.is_dir():
-        files += sorted(df_dir.glob("*.yaml"))
-    return files
-
-
-@functools.lru_cache(maxsize=1)
-def simulator_version() -> str:
-    """``sim.__version__`` plus a digest of the simulator's sources (:func:`physics_files`),
-    so that results are never reused across code changes."""
-    pkg = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for p in physics_files():
-        rel = p.relative_to(pkg.parent).as_posix()
-        h.update(rel.encode() + b"\0")
-        try:
-            h.update(p.read_bytes())
-        except OSError:  # pragma: no cover
-            pass
-        h.update(b"\0")
-    return f"{__version__}+{h.hexdigest()[:12]}"
-
-
-def content_hash(chip: Mapping[str, Any], workload: Mapping[str, Any], version: str | None = None) -> str:
-    """SHA-256 (hex) of the canonical JSON of (resolved chip dict, workload dict, simulator
-    version - :func:`simulator_version` unless given)."""
-    if version is None:
-        version = simulator_version()
-    text = canonical_json({"chip": chip, "workload": workload, "sim": version})
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 # --------------------------------------------------------------------------- tables
