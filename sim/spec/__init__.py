@@ -5,7 +5,9 @@
   the chip schema's parts are :mod:`~sim.spec.spec_base` (the shared base and field helpers),
   :mod:`~sim.spec.compute_spec`, :mod:`~sim.spec.memory_spec` and :mod:`~sim.spec.mapping_spec`,
   all re-exported by :mod:`~sim.spec.chip`;
-* :mod:`~sim.spec.loader` - YAML with line numbers, ``--set`` overrides, one error listing every problem;
+* :mod:`~sim.spec.loader` - YAML with line numbers, ``--set`` overrides, one error listing every problem
+  (its parts :mod:`~sim.spec.yaml_reader`, :mod:`~sim.spec.overrides` and
+  :mod:`~sim.spec.validation_errors`, all re-exported by :mod:`~sim.spec.loader`);
 * :mod:`~sim.spec.catalog` - where shipped and user data files are found; :mod:`~sim.spec.registry` - chips by name;
 * :mod:`~sim.spec.dtypes` - number formats; :mod:`~sim.spec.dram_technology` - JEDEC speed-bin tables.
 
