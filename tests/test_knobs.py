@@ -64,13 +64,16 @@ def _dram_key(chip) -> str:
 def _isolate(chip, keep: str) -> list[str]:
     """Overrides that make every resource a stream needs but ``keep`` ("dram" or "noc")
     64x larger: the NoC, every SRAM level's port, the per-core DRAM request window, the
-    vector unit's lanes (and, to isolate the NoC, the DRAM channels)."""
+    vector unit's lanes (and, to isolate the NoC, the DRAM channels); a buffer that holds
+    activations between ops lets the stream through DRAM, the resource under test."""
     d = chip.memory.dram
     ov = [f"{_dram_key(chip)}.max_outstanding_requests_per_core={min(1 << 20, 64 * d.max_outstanding_requests_per_core)}",
           f"cores.vector_unit.lanes={min(1 << 24, 64 * chip.cores.vector_unit.lanes)}"]
     for lv in chip.memory.levels:
         if lv.kind == "sram":
             ov.append(f"memory.levels.{lv.name}.bytes_per_cycle={min(1e9, 64 * lv.bytes_per_cycle):g}")
+            if lv.holds_activations:
+                ov.append(f"memory.levels.{lv.name}.holds_activations=false")
     if keep != "noc":
         ov.append(f"noc.bandwidth_bytes_per_cycle={min(1e9, 64 * chip.noc.bandwidth_bytes_per_cycle):g}")
     if keep != "dram":
@@ -159,6 +162,10 @@ _XFAIL = {
     # SRAM read-to-use latency at 0, 10, 20, 23, 30 cycles cores x2 gives x0.991, 1.000, 0.991,
     # 0.979, 0.973 on a100_sxm4_80gb and x0.966, 1.004, 1.075, 1.075, 1.022 on blackwell_b200
     ("never-cores", "a100_sxm4_80gb"): "cores x2 makes a 16 MiB copy 2.1 % slower (x0.979)",
+    # the 8x2048x2048 int8 GEMV streams 4 MiB of weights: on two cores the mapper ranks a
+    # 8x32x2048 block tile first where one core runs 8x64x2048, and the narrower weight rows
+    # cost the DDR3 a little; x0.993 with the activations in DRAM (also a cyclic 8x256x512)
+    ("never-cores", "tpu_v1"): "cores x2 makes the 8x2048x2048 GEMV 1.0 % slower (x0.990)",
 }
 
 

@@ -100,6 +100,9 @@ class TileProblem:
     inflight_from_stages: bool = False
     # edge tiles (and tiles larger than the problem) cost a full tile's compute
     pad_edge_tiles: bool = False
+    # operands ("a", "b", "c") held whole in the core's buffer between ops: never loaded,
+    # stored or re-read through DRAM (sim.model.engine.residency)
+    resident: tuple[str, ...] = ()
     macs: int = 0
     flops: float = 0.0
 

@@ -55,7 +55,10 @@ class SramLevel(_Spec):
     level, the hit latency of the shared cache.  ``clock_mhz`` puts a chip-level level on
     its own clock (a GPU's L2 keeps its clock while the SMs' moves under DVFS): its
     ``bytes_per_cycle`` are then cycles of that clock; unset, of the core clock
-    (``latency_cycles`` stays in core cycles either way).
+    (``latency_cycles`` stays in core cycles either way).  ``holds_activations`` marks a
+    software-managed buffer that keeps activations between ops (TPU v1's Unified Buffer):
+    an op's activation operands that fit its activation space (``input_kib`` of a
+    partition, else the whole level) never move through DRAM (:mod:`sim.model.engine.residency`).
     """
 
     kind: Literal["sram"]
@@ -68,6 +71,7 @@ class SramLevel(_Spec):
     clock_mhz: Optional[_num(gt=0, le=100_000)] = None
     latency_cycles: _int(0, 1 << 30) = 1
     double_buffered: Flag = True
+    holds_activations: Flag = False
     # tile buffers per operand for multi-stage prefetch (GPU kernels keep 3-6 stages in
     # flight); None = 2 when double_buffered, else 1
     pipeline_stages: Optional[_int(1, 64)] = None
@@ -96,6 +100,10 @@ class SramLevel(_Spec):
                 f"partition needs {p.total_kib:g} KiB (input_kib {p.input_kib:g} + weight_kib "
                 f"{p.weight_kib:g} + output_kib {p.output_kib:g}), more than capacity_kib {self.capacity_kib:g}",
                 p.model_dump())])
+        if self.holds_activations and self.scope != "core":
+            raise _rule_errors("SramLevel", [(
+                ("holds_activations",), "holds_activations is for a scope: core buffer the compiler manages "
+                "(a chip-level cache keeps what its replacement policy keeps)", self.holds_activations)])
         if self.clock_mhz is not None and self.scope != "chip":
             raise _rule_errors("SramLevel", [(
                 ("clock_mhz",), "clock_mhz (a clock of its own) is for a scope: chip level; a core's tile "

@@ -97,13 +97,14 @@ def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> 
             desc[row, K.D_EXTENT2] = max(1, fixed)
         desc[row, K.D_SHARED] = b_copies_group(prob) if which == "b" else 1
         desc[row, K.D_CACHEABLE] = 1 if which != "c" else 0
+        desc[row, K.D_RESIDENT] = 1 if which in prob.resident else 0
         ext = {"m": mapping.tile_m, "n": mapping.tile_n, "k": mapping.tile_k}
         n_el = max(1, fixed) if len(dims) == 1 else 1
         for dd in dims:
             n_el *= ext[dd]
         max_tile = max(max_tile, n_el * getattr(prob.layout, which))
         min_tile = min(min_tile, n_el * getattr(prob.layout, which))
-    cacheable = bool(desc[0, K.D_PRESENT] or desc[1, K.D_PRESENT])
+    cacheable = any(desc[r, K.D_PRESENT] and not desc[r, K.D_RESIDENT] for r in (0, 1))
     l2_set_bytes = 0.0
     if l2_bytes > 0 and not ideal and cacheable:
         # The cache holds whole tiles and counts bytes: a set holds any mix of tile sizes

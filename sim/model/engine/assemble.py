@@ -19,6 +19,7 @@ from sim.ir.results import OpResult
 from sim.model.dataflow import get_dataflow
 from sim.model.engine.arrays import compute_table
 from sim.model.engine.kernel_run import KernelRun
+from sim.model.engine.residency import activation_operand_bytes
 from sim.model.mapper.search import Mapping
 
 
@@ -97,6 +98,10 @@ def assemble_result(chip, op, prob: TileProblem, mapping: Mapping, lowered: Lowe
     # the roofline's class at the op's own (compulsory) intensity, and the same test with
     # the traffic this mapping moves (memory-bound when the buffers cannot hold the reuse)
     min_bytes = float(op_min_dram_bytes(op))
+    if prob.resident:
+        # activations held on chip are no DRAM traffic (TPU v1's roofline counts weight bytes)
+        held = activation_operand_bytes(op)
+        min_bytes = max(0.0, min_bytes - sum(held.get(o, 0) for o in prob.resident))
     bound = "compute" if compute_bound >= min_bytes / peak_bpc else "memory"
     traffic_bound = "compute" if compute_bound >= memory_bound else "memory"
     util = macs / (cycles * peak_macs) if (cycles > 0 and peak_macs > 0) else 0.0

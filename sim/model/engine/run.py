@@ -33,6 +33,7 @@ from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lower_op, memory_budget
+from sim.model.engine.residency import resident_operands
 from sim.model.mapper.search import RANK_TIE, search_top
 from sim.model.memory.dram import stream_efficiency
 from sim.spec.dtypes import get_format
@@ -104,8 +105,17 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     ideal = options.memory == "ideal"
     cores = chip.cores.count
     lowered = lower_op(chip, op, options, cores)
+    budget = memory_budget(chip, ideal and not lowered.problem.causal)
+    resident, resident_bytes = ((), 0) if ideal else resident_operands(chip, op)
+    if resident:
+        # activations held in the core's buffer between ops: what is left of a unified
+        # buffer holds the tiles; a partitioned one keeps them in its input space
+        held = dataclasses.replace(lowered, problem=dataclasses.replace(lowered.problem, resident=resident))
+        held_budget = budget if budget.partition is not None else dataclasses.replace(
+            budget, sram_bytes=budget.sram_bytes - resident_bytes)
+        if held_budget.sram_bytes > 0:
+            lowered, budget = held, held_budget
     prob = lowered.problem
-    budget = memory_budget(chip, ideal and not prob.causal)
     ms = getattr(chip, "mapping", None)
     fid = FIDELITY[options.fidelity]
     if ideal:
@@ -115,7 +125,16 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     else:
         # no kernel library: the distinct tiles the estimate cannot tell apart are simulated
         top, tie = fid["refine"], RANK_TIE
-    cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
+    try:
+        cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
+    except MappingError:
+        if not lowered.problem.resident:
+            raise
+        # the tiles do not fit beside the held activations: they live in DRAM after all
+        lowered = dataclasses.replace(lowered, problem=dataclasses.replace(lowered.problem, resident=()))
+        budget = memory_budget(chip, ideal and not lowered.problem.causal)
+        prob = lowered.problem
+        cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
     if options.mapping_of is not None:
         same = [c for c in cands if mapping_key(c[2], c[3]) == options.mapping_of]
         if not same:  # ranked lower at this clock: look for it among every mapping the search keeps
@@ -131,6 +150,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
                                                             candidates_simulated=len(cands)))
+        if prob.resident:
+            mapping.compute["activations_on_chip"] = list(prob.resident)
         key = mapping_key(mapping, split)
         floor = compute_floor_cycles(p, mapping) if best is not None else None
         if floor is not None and (floor + launch_cycles(chip, lowered)) / chip.clock_hz > best.seconds * (1 + PRUNE_MARGIN):

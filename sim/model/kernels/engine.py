@@ -77,7 +77,8 @@ D_DIM2 = 2          # contiguous dim (0 m, 1 n, 2 k) or 3 = a fixed extent not t
 D_EXTENT2 = 3       # elements along dim2 when D_DIM2 == 3
 D_SHARED = 4        # consecutive instances that read one copy (0/1: each its own)
 D_CACHEABLE = 5     # 1: reads may be served by the chip-level cache
-D_LEN = 6
+D_RESIDENT = 6      # 1: the whole operand stays in the core's buffer between ops (no loads, stores, psum reads)
+D_LEN = 7
 
 # ---- float parameters ------------------------------------------------------------------
 F_BPE_A = 0         # bytes per element (block scales / sparsity metadata included)
@@ -558,7 +559,7 @@ def _setup_loads(geo, desc, fp, c, stages, cur, prev, comp_end, rel_ring, n_vers
     first_step = prev_valid[c] == 0
     ready = 0.0
     for op in range(2):
-        if desc[op, D_PRESENT] == 0:
+        if desc[op, D_PRESENT] == 0 or desc[op, D_RESIDENT] == 1:
             continue
         if first_step or _tile_changed(desc, op, inst, idx_cur[c], inst_prev[c], idx_prev[c]):
             bpe = fp[F_BPE_A] if op == 0 else fp[F_BPE_B]
@@ -580,7 +581,7 @@ def _setup_loads(geo, desc, fp, c, stages, cur, prev, comp_end, rel_ring, n_vers
                 stats[c, S_LOADS_B] += 1
             nx += 1
     # output visit change: enqueue the store of the previous visit, psum read for this one
-    if desc[2, D_PRESENT] == 1:
+    if desc[2, D_PRESENT] == 1 and desc[2, D_RESIDENT] == 0:
         cchanged = first_step or _tile_changed(desc, 2, inst, idx_cur[c], inst_prev[c], idx_prev[c])
         if cchanged and not first_step:
             _enqueue_store(geo, desc, fp, c, prev, comp_end, wq, wq_ready, wq_tail, stats)
@@ -877,7 +878,7 @@ def _advance_core(geo, desc, fp, ranges, ctab, cyclic, c, ecode, row, nsteps, ac
     if s >= nsteps[c]:
         active[c] = 0
         # final store of the last visit
-        if desc[2, D_PRESENT] == 1:
+        if desc[2, D_PRESENT] == 1 and desc[2, D_RESIDENT] == 0:
             _enqueue_store(geo, desc, fp, c, prev, comp_end, wq, wq_ready, wq_tail, stats)
     else:
         _set_current_step(c, s, inst, cur, tmp)

@@ -167,7 +167,9 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
                 classes.append((cnt, mm, nn, a + b + c_rd + c_wr))
             # all cores' traffic shares the DRAM at the rate its patterns sustain
             dram_bw = (rd + wr) / np.maximum(dram_time, 1e-30)
-            core_bw = np.minimum(mem.port_bytes_per_cycle, dram_bw / len(ranges))
+            # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
+            core_bw = np.where(rd + wr > 0, np.minimum(mem.port_bytes_per_cycle, dram_bw / len(ranges)),
+                               mem.port_bytes_per_cycle)
             per_core_max = np.zeros(len(MT))
             for cnt, mm, nn, moved in classes:
                 steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
@@ -180,9 +182,10 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
             # prologue and epilogue: the first tiles arrive before compute starts, the
             # last output tile leaves after it ends
-            first = (footprint_bytes(prob, "a", MT, NT, KT, 1)
-                     + (footprint_bytes(prob, "b", MT, NT, KT, 1) if prob.has_b else 0.0)) / core_bw
-            last = footprint_bytes(prob, "c", MT, NT, KT, 1) / core_bw
+            first = (footprint_bytes(prob, "a", MT, NT, KT, 1) * ("a" not in prob.resident)
+                     + (footprint_bytes(prob, "b", MT, NT, KT, 1) * ("b" not in prob.resident)
+                        if prob.has_b else 0.0)) / core_bw
+            last = footprint_bytes(prob, "c", MT, NT, KT, 1) * ("c" not in prob.resident) / core_bw
             est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
             evaluated += len(MT)
             for i in _pick_many(est, rd + wr, MT, NT, KT, top):

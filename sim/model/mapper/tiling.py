@@ -148,7 +148,15 @@ def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, c
     visits = _reload_factor(order, prob.c_dims, trips) if prob.reduction else np.ones_like(trips["m"])
     c_final = footprint_bytes(prob, "c", mm, nn, kk, count)
     c_psum = c_final / prob.layout.c * prob.layout.psum
-    return a, b, (visits - 1) * c_psum, c_final + (visits - 1) * c_psum
+    c_rd, c_wr = (visits - 1) * c_psum, c_final + (visits - 1) * c_psum
+    # operands held in the core's buffer between ops move no DRAM bytes (the engine's rule)
+    if "a" in prob.resident:
+        a = np.zeros_like(a)
+    if "b" in prob.resident:
+        b = np.zeros_like(b)
+    if "c" in prob.resident:
+        c_rd, c_wr = np.zeros_like(c_rd), np.zeros_like(c_wr)
+    return a, b, c_rd, c_wr
 
 
 def operand_pattern(prob: TileProblem, which: str, mt, nt, kt):
