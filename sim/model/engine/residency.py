@@ -17,6 +17,8 @@ input on chip even when the op before it spilled its output.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from sim.ir.ops import Attention, Conv2d, Gemm, VectorOp
 from sim.spec.dtypes import get_format
 
@@ -56,3 +58,17 @@ def resident_operands(chip, op) -> tuple[tuple[str, ...], int]:
     if not operands or total > space:
         return (), 0
     return tuple(sorted(operands)), int(total)
+
+
+def hold_activations(chip, op, lowered, budget):
+    """(lowered op, mapper budget) with ``op``'s activations held in the core's buffer where
+    they fit (``TileProblem.resident``): what is left of a unified buffer holds the tiles,
+    a partitioned one keeps them in its input space; unchanged otherwise."""
+    resident, held_bytes = resident_operands(chip, op)
+    if not resident:
+        return lowered, budget
+    held_budget = budget if budget.partition is not None else dataclasses.replace(
+        budget, sram_bytes=budget.sram_bytes - held_bytes)
+    if held_budget.sram_bytes <= 0:
+        return lowered, budget
+    return dataclasses.replace(lowered, problem=dataclasses.replace(lowered.problem, resident=resident)), held_budget

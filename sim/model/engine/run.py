@@ -33,7 +33,7 @@ from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lower_op, memory_budget
-from sim.model.engine.residency import resident_operands
+from sim.model.engine.residency import hold_activations
 from sim.model.mapper.search import RANK_TIE, search_top
 from sim.model.memory.dram import stream_efficiency
 from sim.spec.dtypes import get_format
@@ -105,16 +105,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     ideal = options.memory == "ideal"
     cores = chip.cores.count
     lowered = lower_op(chip, op, options, cores)
-    budget = memory_budget(chip, ideal and not lowered.problem.causal)
-    resident, resident_bytes = ((), 0) if ideal else resident_operands(chip, op)
-    if resident:
-        # activations held in the core's buffer between ops: what is left of a unified
-        # buffer holds the tiles; a partitioned one keeps them in its input space
-        held = dataclasses.replace(lowered, problem=dataclasses.replace(lowered.problem, resident=resident))
-        held_budget = budget if budget.partition is not None else dataclasses.replace(
-            budget, sram_bytes=budget.sram_bytes - resident_bytes)
-        if held_budget.sram_bytes > 0:
-            lowered, budget = held, held_budget
+    spilled = lowered, memory_budget(chip, ideal and not lowered.problem.causal)
+    lowered, budget = spilled if ideal else hold_activations(chip, op, *spilled)
     prob = lowered.problem
     ms = getattr(chip, "mapping", None)
     fid = FIDELITY[options.fidelity]
@@ -131,8 +123,7 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
         if not lowered.problem.resident:
             raise
         # the tiles do not fit beside the held activations: they live in DRAM after all
-        lowered = dataclasses.replace(lowered, problem=dataclasses.replace(lowered.problem, resident=()))
-        budget = memory_budget(chip, ideal and not lowered.problem.causal)
+        lowered, budget = spilled
         prob = lowered.problem
         cands = _candidates(chip, lowered, cores, budget, top, ideal, options.split_k, tie)
     if options.mapping_of is not None:
