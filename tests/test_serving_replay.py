@@ -1,4 +1,4 @@
-"""CI replay of the measured H200 serving loop (validation/measurements/serving, run by
+"""CI replay of the measured H200 serving loop (validation/measurements/serving/run3, run by
 validation/gpu/serving_loop.py): the stored requests (arrival, prompt and output tokens) go
 through ``sim serve`` with the loop's policy, and every request-level percentile and the
 per-iteration medians must stay within validation/measurements/serving/thresholds.json
@@ -17,7 +17,8 @@ from sim.apps.serving.replay import loop_policy, predict_iterations, read_run, r
 from sim.model.workload.models import load_model_spec
 from sim.spec.registry import load_chip
 
-RUN = Path(__file__).resolve().parents[1] / "validation" / "measurements" / "serving"
+RUN = Path(__file__).resolve().parents[1] / "validation" / "measurements" / "serving" / "run3"
+THRESHOLDS = RUN.parent / "thresholds.json"
 CHIP, MODEL = "h200_sxm", "llama3-8b"
 
 
@@ -28,7 +29,7 @@ def run():
 
 @pytest.fixture(scope="module")
 def bounds():
-    return json.loads((RUN / "thresholds.json").read_text())["replay"]
+    return json.loads(THRESHOLDS.read_text())["replay"]
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
     python validation/compare_serving.py [--measured DIR ...] [--chip h200_sxm] [--out FILE]
 
-For each measured run (default: the stored run validation/measurements/serving and its
-repeat in serving/run2) and each arrival rate the loop ran (validation/gpu/serving_loop.py),
+For each measured run (default: serving/run3 and its repeat on another lease, serving/run4;
+the first loop's runs are the folder itself and serving/run2) and each arrival rate the loop ran (validation/gpu/serving_loop.py),
 the same requests (arrival time, prompt and output tokens) are replayed through ``serve``
 with the loop's policy (chunked prefill under its 512-token budget, decodes first, at most
 128 sequences, CUDA graphs for decode-only iterations and eager launches otherwise:
@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MEASURED = ROOT / "validation" / "measurements" / "serving"
-DEFAULT_RUNS = (MEASURED, MEASURED / "run2")
+#: the loop as it is (flash attention for chunks behind cached tokens, split-KV decode
+#: attention): run 3 and its repeat on another lease, run 4.  Runs 1 (the folder itself) and 2
+#: are the first loop (``--bool-mask --decode-nosplit``): ``--measured`` compares them
+DEFAULT_RUNS = (MEASURED / "run3", MEASURED / "run4")
 
 
 def iteration_errors(lm, its: pd.DataFrame) -> dict:
@@ -152,8 +155,9 @@ def main(argv=None) -> int:
         for k in ("iterations_decode_only_graph", "iterations_mixed_eager"):
             print(f"  {k}: median {r[k]['median_rel_error']:+.1%} (measured {r[k]['measured_median_s'] * 1e3:.2f} ms, "
                   f"predicted {r[k]['predicted_median_s'] * 1e3:.2f} ms)")
+    names = list(res["runs"])
     for rate, row in res.get("run_to_run", {}).items():
-        print(f"run 2 vs run 1, rate {rate}/s: " + ", ".join(f"{k.removesuffix('_rel_diff')} {v:+.0%}"
+        print(f"{names[1]} vs {names[0]}, rate {rate}/s: " + ", ".join(f"{k.removesuffix('_rel_diff')} {v:+.0%}"
                                                              for k, v in row.items()))
     return 0
 

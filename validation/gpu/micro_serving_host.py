@@ -71,6 +71,13 @@ COMPOSITIONS = [
     ("b16_cont256at1024", [256] * 16, [(256, 1024)]),
     ("b16_cont16at512", [256] * 16, [(16, 512)]),
     ("b16_cont128at256_fresh128", [256] * 16, [(128, 256), (128, 0)]),
+    # several attention calls per layer (the host cost of a call beyond its kernels)
+    ("prefill_128x2", [], [(128, 0)] * 2),
+    ("prefill_128x4", [], [(128, 0)] * 4),
+    ("cont256at256", [], [(256, 256)]),
+    ("cont128at256x3", [], [(128, 256)] * 3),
+    ("b16_cont128at256x3", [256] * 16, [(128, 256)] * 3),
+    ("b32_fresh64x4", [512] * 32, [(64, 0)] * 4),
 ]
 
 
@@ -169,7 +176,10 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--slots", type=int, default=128)
     ap.add_argument("--max-len", type=int, default=2048)
+    ap.add_argument("--bool-mask", action="store_true", help="as serving_loop.py --bool-mask (runs 1 and 2)")
+    ap.add_argument("--decode-nosplit", action="store_true", help="as serving_loop.py --decode-nosplit (runs 1 and 2)")
     args = ap.parse_args(argv)
+    sl.BOOL_MASK = args.bool_mask
     os.makedirs(args.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     t_start = time.time()
@@ -177,7 +187,7 @@ def main(argv=None) -> int:
     if not sl.HAVE_TRITON:
         print("no triton: the loop would run its reference attention; stopping", flush=True)
         return 1
-    model.attn = sl.decode_attn_triton
+    model.attn = sl.decode_attn_triton if args.decode_nosplit else sl.decode_attn_triton_split
     buckets = [b for b in (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)
                if b <= args.slots]
     graphs = sl.DecodeGraphs(model, buckets, args.slots)

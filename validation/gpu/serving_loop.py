@@ -8,9 +8,14 @@ of ``--slots`` sequences x ``--max-len`` tokens; continuous batching with chunke
 (Sarathi-style: every iteration holds at most ``--token-budget`` new tokens, decodes first,
 then prompt chunks first come first served); decode-only iterations replay a CUDA graph
 captured per batch-size bucket; iterations with prompt chunks run eagerly.  Decode
-attention is a Triton kernel that reads each sequence's own context only (the way paged
-attention does), checked against a plain PyTorch reference at start-up (the loop falls back
-to the reference, eagerly, if the kernel is unavailable or wrong; env.json says which ran).
+attention is a split-KV (flash-decoding) Triton kernel that reads each sequence's own
+context only (the way paged attention does) and a combine kernel, checked against a plain
+PyTorch reference at start-up (the loop falls back to the reference, eagerly, if the kernel
+is unavailable or wrong; env.json says which ran).  A prompt chunk behind cached tokens runs
+SDPA with a bottom-right causal mask (``causal_lower_right``: FlashAttention), as
+measure_models.py does.  ``--bool-mask --decode-nosplit`` reproduce the first runs (a
+boolean mask, which with GQA sends SDPA to its math path; one decode program per sequence
+and KV head).
 
 Requests arrive as a Poisson process (fixed seed) at each ``--rates`` value for
 ``--duration-s`` seconds; prompt and output lengths are lognormal.  Every iteration (start,
@@ -18,7 +23,7 @@ end, prefill chunks, decoding sequences and their contexts) and every request (a
 first token, finish, TTFT, TPOT) is written as CSV; env.json holds the GPU, driver, clocks
 and torch version.
 
-    python3 validation/gpu/serving_loop.py --out $OUT --rates 4 8 16 --duration-s 30
+    python3 validation/gpu/serving_loop.py --out $OUT --rates 4 8 16 --duration-s 60 --drain-s 15
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 4096, 32, 32, 8, 128, 14336, 128256
 ROPE_THETA = 500000.0      # Llama 3 config (rope_theta)
@@ -44,6 +50,10 @@ DEV = "cuda"
 #: attention backends for the eager (prompt-chunk) iterations: not cuDNN, which builds an
 #: execution plan for each new shape, and chunked prefill makes a new shape every iteration
 SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+#: a chunk behind cached tokens as an explicit boolean mask (runs 1 and 2; ``--bool-mask``):
+#: with GQA no fused SDPA backend takes it, and PyTorch runs the math path (fp32 GEMMs, mask,
+#: softmax: ~700 more kernels per iteration); otherwise ``causal_lower_right`` (flash)
+BOOL_MASK = False
 
 
 def sync():
@@ -91,6 +101,68 @@ try:
         out = acc / l[:, None]
         tl.store(O + b * so_b + (kh * G + offs_g)[:, None] * so_h + offs_d[None, :], out.to(O.dtype.element_ty),
                  mask=gmask[:, None])
+
+    @triton.jit
+    def _decode_attn_split_kernel(Q, K, V, Mo, Lo, Ao, Slots, Lens, sq_b, sq_h, sk_s, sk_h, sk_t, scale,
+                                  G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
+                                  CHUNK: tl.constexpr, SPLITS: tl.constexpr, DYN: tl.constexpr):
+        # flash-decoding: program (b, kh, sp) covers tokens [sp*CHUNK, (sp+1)*CHUNK) of sequence
+        # b's own context and writes its unnormalised partial (max, sum, acc) for the combine
+        b = tl.program_id(0)
+        kh = tl.program_id(1)
+        sp = tl.program_id(2)
+        n = tl.load(Lens + b)
+        slot = tl.load(Slots + b).to(tl.int64)
+        offs_g = tl.arange(0, GP)
+        offs_d = tl.arange(0, D)
+        offs_t = tl.arange(0, BLOCK)
+        gmask = offs_g < G
+        q = tl.load(Q + b * sq_b + (kh * G + offs_g)[:, None] * sq_h + offs_d[None, :], mask=gmask[:, None],
+                    other=0.0)
+        m = tl.full([GP], float("-inf"), tl.float32)
+        l = tl.zeros([GP], tl.float32)
+        acc = tl.zeros([GP, D], tl.float32)
+        kb = K + slot * sk_s + kh * sk_h
+        vb = V + slot * sk_s + kh * sk_h
+        lo = sp * CHUNK
+        hi = tl.minimum(n, lo + CHUNK)
+        # DYN: loop over this split's own tokens; else (the CPU interpreter, which cannot loop
+        # from a program id) over CHUNK with masks
+        for off in range(lo if DYN else 0, hi if DYN else CHUNK, BLOCK):
+            t = off + offs_t if DYN else lo + off + offs_t
+            tm = t < hi
+            k = tl.load(kb + t[:, None] * sk_t + offs_d[None, :], mask=tm[:, None], other=0.0)
+            s = tl.dot(q, tl.trans(k)) * scale
+            s = tl.where(tm[None, :], s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # a split with no token yet
+            p = tl.exp(s - m_safe[:, None])
+            alpha = tl.exp(m - m_safe)
+            l = l * alpha + tl.sum(p, axis=1)
+            v = tl.load(vb + t[:, None] * sk_t + offs_d[None, :], mask=tm[:, None], other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m = m_new
+        row = (b * (G * tl.num_programs(1)) + kh * G + offs_g) * SPLITS + sp
+        tl.store(Mo + row, m, mask=gmask)
+        tl.store(Lo + row, l, mask=gmask)
+        tl.store(Ao + row[:, None] * D + offs_d[None, :], acc, mask=gmask[:, None])
+
+    @triton.jit
+    def _decode_attn_combine_kernel(Mo, Lo, Ao, O, so_b, so_h, H, D: tl.constexpr, SPLITS: tl.constexpr,
+                                    SP: tl.constexpr):
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        offs_s = tl.arange(0, SP)
+        offs_d = tl.arange(0, D)
+        smask = offs_s < SPLITS
+        row = (b * H + h) * SPLITS + offs_s
+        m = tl.load(Mo + row, mask=smask, other=float("-inf"))
+        l = tl.load(Lo + row, mask=smask, other=0.0)
+        mx = tl.max(m, axis=0)
+        w = tl.where(m == float("-inf"), 0.0, tl.exp(m - mx))
+        acc = tl.load(Ao + row[:, None] * D + offs_d[None, :], mask=smask[:, None], other=0.0)
+        out = tl.sum(acc * w[:, None], axis=0) / tl.sum(l * w, axis=0)
+        tl.store(O + b * so_b + h * so_h + offs_d, out.to(O.dtype.element_ty))
     HAVE_TRITON = True
 except Exception:  # pragma: no cover - no triton
     HAVE_TRITON = False
@@ -105,6 +177,33 @@ def decode_attn_triton(q, kc, vc, slots, lens):
                                        1.0 / math.sqrt(HEAD_DIM), kc.shape[2], G=GROUP, GP=16, D=HEAD_DIM,
                                        BLOCK=64, DYN=os.environ.get("TRITON_INTERPRET") != "1",
                                        num_warps=4, num_stages=2)
+    return o
+
+
+#: flash-decoding split of each sequence's context (tokens per program); vLLM's paged
+#: attention v2 partitions by 512, FlashDecoding picks splits that fill the SMs
+SPLIT_CHUNK = 256
+
+
+def decode_attn_triton_split(q, kc, vc, slots, lens):
+    """As :func:`decode_attn_triton`, split-KV: ceil(max_len / SPLIT_CHUNK) programs per
+    (sequence, KV head), each over its share of the sequence's own context, then one combine
+    program per (sequence, head).  The grid is fixed by the cache's length (CUDA graphs);
+    programs past a sequence's length only write an empty partial."""
+    B = q.shape[0]
+    splits = -(-kc.shape[2] // SPLIT_CHUNK)
+    mo = torch.empty(B * HEADS * splits, device=q.device, dtype=torch.float32)
+    lo = torch.empty_like(mo)
+    ao = torch.empty(B * HEADS * splits, HEAD_DIM, device=q.device, dtype=torch.float32)
+    o = torch.empty_like(q)
+    _decode_attn_split_kernel[(B, KV_HEADS, splits)](q, kc, vc, mo, lo, ao, slots, lens, q.stride(0), q.stride(1),
+                                                     kc.stride(0), kc.stride(1), kc.stride(2),
+                                                     1.0 / math.sqrt(HEAD_DIM), G=GROUP, GP=16, D=HEAD_DIM,
+                                                     BLOCK=64, CHUNK=SPLIT_CHUNK, SPLITS=splits,
+                                                     DYN=os.environ.get("TRITON_INTERPRET") != "1",
+                                                     num_warps=4, num_stages=2)
+    _decode_attn_combine_kernel[(B, HEADS)](mo, lo, ao, o, o.stride(0), o.stride(1), HEADS, D=HEAD_DIM,
+                                            SPLITS=splits, SP=triton.next_power_of_2(splits), num_warps=4)
     return o
 
 
@@ -185,8 +284,11 @@ class Model:
                 if start == 0:
                     o = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=True)
                 else:
-                    m = (torch.arange(start + n, device=tok.device)[None, :]
-                         <= (start + torch.arange(n, device=tok.device))[:, None])
+                    if BOOL_MASK:   # the first runs' setting: with GQA, SDPA's math path
+                        m = (torch.arange(start + n, device=tok.device)[None, :]
+                             <= (start + torch.arange(n, device=tok.device))[:, None])
+                    else:           # causal aligned to the bottom right, as measure_models.py: flash
+                        m = causal_lower_right(n, start + n)
                     o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=m, enable_gqa=True)
                 outs.append(o[0].transpose(0, 1))
                 off += n
@@ -366,6 +468,36 @@ def serve(model: Model, graphs: DecodeGraphs | None, reqs, slots: int, budget: i
     return done
 
 
+def micro_decode(kc, vc, slots: int, reps: int = 50) -> list[dict]:
+    """Both Triton decode-attention kernels (no split / split-KV) on a grid of batch x context,
+    every sequence at the same length, CUDA-event timed (median of ``reps`` after a warm-up)."""
+    rows = []
+    for B in (1, 4, 16, 32, 64, 128):
+        for ctx in (128, 512, 1024, 2000):
+            if B > slots or ctx > kc.shape[2]:
+                continue
+            q = torch.randn(B, HEADS, HEAD_DIM, device=DEV, dtype=torch.bfloat16)
+            sl = torch.arange(B, device=DEV, dtype=torch.int32)
+            le = torch.full((B,), ctx, device=DEV, dtype=torch.int32)
+            for name, fn in (("nosplit", decode_attn_triton), ("split", decode_attn_triton_split)):
+                for _ in range(3):
+                    fn(q, kc, vc, sl, le)
+                ts = []
+                for _ in range(reps):
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e0.record()
+                    fn(q, kc, vc, sl, le)
+                    e1.record()
+                    e1.synchronize()
+                    ts.append(e0.elapsed_time(e1) * 1e3)
+                kv_bytes = 2 * B * KV_HEADS * ctx * HEAD_DIM * 2
+                us = float(np.median(ts))
+                rows.append({"kernel": name, "batch": B, "context": ctx, "median_us": round(us, 3),
+                             "p10_us": round(float(np.percentile(ts, 10)), 3),
+                             "kv_bytes": kv_bytes, "kv_gb_per_s": round(kv_bytes / us / 1e3, 1)})
+    return rows
+
+
 def smi(query: str) -> str:
     try:
         return subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], text=True,
@@ -396,11 +528,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-graphs", action="store_true")
     ap.add_argument("--cudnn-sdpa", action="store_true", help="let SDPA use cuDNN too (the first run's setting)")
+    ap.add_argument("--bool-mask", action="store_true",
+                    help="chunks behind cached tokens with a boolean mask (runs 1 and 2: SDPA's math path)")
+    ap.add_argument("--decode-nosplit", action="store_true",
+                    help="decode attention one program per (sequence, KV head), no split-KV (runs 1 and 2)")
+    ap.add_argument("--micro-decode", action="store_true",
+                    help="first time both decode-attention kernels on a grid of batch x context (decode_attn.csv)")
     ap.add_argument("--tiny", action="store_true", help="smoke test: 2 small layers (CPU with TRITON_INTERPRET=1)")
     args = ap.parse_args(argv)
-    global HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB, DEV
+    global HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB, DEV, BOOL_MASK, GROUP
+    BOOL_MASK = args.bool_mask
     if args.tiny:
         HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = 256, 2, 8, 2, 512, 1000
+        GROUP = HEADS // KV_HEADS
     if not torch.cuda.is_available():
         DEV = "cpu"
     os.makedirs(args.out, exist_ok=True)
@@ -419,6 +559,7 @@ def main(argv=None) -> int:
     env["init_s"] = time.time() - t_start
     # check the Triton decode-attention kernel against the reference
     impl = "reference"
+    triton_attn = decode_attn_triton if args.decode_nosplit else decode_attn_triton_split
     if HAVE_TRITON:
         try:
             B = 24
@@ -427,17 +568,20 @@ def main(argv=None) -> int:
             vc = torch.randn_like(kc)
             sl = torch.randperm(args.slots, device=DEV)[:B].to(torch.int32)
             le = torch.randint(1, args.max_len, (B,), device=DEV, dtype=torch.int32)
-            err = (decode_attn_triton(q, kc, vc, sl, le).float() - decode_attn_ref(q, kc, vc, sl, le).float()).abs().max()
+            le[0] = 1                                          # a split with one token, others empty
+            err = (triton_attn(q, kc, vc, sl, le).float() - decode_attn_ref(q, kc, vc, sl, le).float()).abs().max()
             env["triton_check_max_abs_err"] = float(err)
+            if args.micro_decode and DEV == "cuda":
+                write_csv(os.path.join(args.out, "decode_attn.csv"), micro_decode(kc, vc, args.slots))
             del kc, vc
             if float(err) < 2e-2:
-                impl = "triton"
+                impl = "triton_nosplit" if args.decode_nosplit else "triton_split"
         except Exception as e:
             env["triton_error"] = repr(e)[:500]
     env["decode_attention"] = impl
-    model.attn = decode_attn_triton if impl == "triton" else decode_attn_ref
+    model.attn = triton_attn if impl.startswith("triton") else decode_attn_ref
     graphs = None
-    if impl == "triton" and not args.no_graphs and DEV == "cuda":
+    if impl.startswith("triton") and not args.no_graphs and DEV == "cuda":
         t = time.time()
         buckets = [b for b in (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)
                    if b <= args.slots] + ([args.slots] if args.slots > 128 else [])
