@@ -162,9 +162,9 @@ def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, c
 def operand_pattern(prob: TileProblem, which: str, mt, nt, kt):
     """How the engine's DMA reads (or writes) one tile of an operand, per candidate tile:
     (segment bytes, stride bytes).  A tile is rows along the operand's first dim, each a
-    contiguous run of its last dim at the tensor's row pitch (sim.model.kernels.engine,
-    ``_make_transfer``); a tile spanning the whole last dim, or an operand whose rows are
-    an untiled fixed extent, is one contiguous run (stride 0)."""
+    contiguous run of its last dim at the tensor's row pitch
+    (``sim.model.kernels.transfers._make_transfer``); a tile spanning the whole last dim, or an
+    operand whose rows are an untiled fixed extent, is one contiguous run (stride 0)."""
     dims = getattr(prob, f"{which}_dims")
     bpe = getattr(prob.layout, which)
     shape = np.broadcast(mt, nt, kt).shape
