@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.model.kernels.dram import (_slots_fill, _slots_wait, dram_access, dram_chunk_bytes)
+from sim.model.kernels.dram import dram_access, dram_chunk_bytes
+from sim.model.kernels.dram_stream import _slots_fill, _slots_wait
 from sim.model.kernels.layout import (D_CACHEABLE, D_DIM1, D_DIM2, D_PRESENT, D_RESIDENT, D_SHARED,
                                       F_BASE_A, F_BASE_B, F_BASE_C, F_BASE_PSUM, F_BPE_A, F_BPE_B,
                                       F_BPE_C, F_BPE_PSUM, F_L2_BYTES_PER_CYCLE,

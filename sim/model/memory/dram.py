@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import sim.model.kernels.dram as K
+import sim.model.kernels.dram_stream as KS
 from sim.errors import ConfigError, ConfigProblem, UnknownNameError
 from sim.model.memory.dram_examples import _CTRL_NS, _INTERLEAVE, _OUTSTANDING, EXAMPLE_DEVICES, example_spec
 from sim.model.memory.dram_hash import _PRIMITIVE_POLY_TERMS, _hash_poly, _stagger_multiplier
@@ -156,7 +157,7 @@ class DramModel:
         ti = ti + t0
         done = np.empty(addrs.shape[0], dtype=np.float64)
         before = self.state[K.ST_STATS].copy()
-        t_end = K.dram_stream(self.p, self.state, addrs, sz, ti, wr, np.int64(m), done, bool(in_order))
+        t_end = KS.dram_stream(self.p, self.state, addrs, sz, ti, wr, np.int64(m), done, bool(in_order))
         start = float(ti.min()) if ti.size else t0
         return self._report(before, start, float(max(t_end, start)), int(sz.sum()), done)
 
@@ -175,7 +176,7 @@ class DramModel:
         ti = ti + t0
         done = np.empty(addrs.shape[0], dtype=np.float64)
         before = self.state[K.ST_STATS].copy()
-        t_end = K.dram_stream_multi(self.p, self.state, addrs, sz, ti, wr, req, mo, done, bool(in_order))
+        t_end = KS.dram_stream_multi(self.p, self.state, addrs, sz, ti, wr, req, mo, done, bool(in_order))
         start = float(ti.min()) if ti.size else t0
         return self._report(before, start, float(max(t_end, start)), int(sz.sum()), done)
 
@@ -235,7 +236,7 @@ def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_fligh
     what the device itself sustains).
 
     Measured, not fitted: the pattern runs through the DRAM kernel itself
-    (:func:`sim.model.kernels.dram.dram_stream`, cut into interleave-block chunks as the
+    (:func:`sim.model.kernels.dram_stream.dram_stream`, cut into interleave-block chunks as the
     engine's DMA cuts a tile row), so the bursts, the row-buffer locality under the
     device's address hash, the bank and ACT limits (tRCD, tRP, tRAS, tRRD, tFAW) and the
     data bus count as they will in the engine.  Refresh is off in the probe and charged
