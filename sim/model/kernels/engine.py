@@ -44,16 +44,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.model.kernels.layout import (D_PRESENT, D_RESIDENT, F_CYCLE_NS, F_DMA_ISSUE_CYCLES,
+                                      F_L2_SET_BYTES, F_QUANTUM_CYCLES, F_SRAM_LATENCY_CYCLES,
+                                      G_CAUSAL, G_CLUSTER, G_GRAN, G_IDEAL, G_INTERLEAVE, G_K,
+                                      G_KT, G_L2_SETS, G_L2_WAYS, G_MODE, G_MT, G_NT,
+                                      G_OUTSTANDING, G_P, G_STAGES, G_STALL_LIMIT, G_TILE_LIMIT,
+                                      L_HSIZE, L_L2_CLOCK, L_L2_FREE, L_LEN, L_NOC_FREE,
+                                      L_N_BLOCKED, L_PAUSED, L_PEND_CORE, L_PEND_ECODE, L_PEND_ROW,
+                                      L_PEND_T, L_PROBE, L_SAME_T, L_T_LAST, STALL_EVENTS_MIN,
+                                      STALL_EVENTS_PER_CORE, S_COMPUTE, S_END, S_FIRST_COMPUTE,
+                                      S_LEN, S_STALL, S_STEPS, S_STORE_END, _MAX_STAGES, _WQ,
+                                      _XF_LEN)
 from sim.model.kernels.steps import (_ceil_div, _decode_step, _heap_pop, _heap_push,
                                      _last_needed_k_tile, _next_dealt_step, _tile_changed,
                                      core_step_count)
-from sim.model.kernels.transfers import (_enqueue_store, _issue_loads, _issue_stores, _setup_loads)
 from sim.model.kernels.jit import kernel
+from sim.model.kernels.transfers import _enqueue_store, _issue_loads, _issue_stores, _setup_loads
 
 # every layout constant, re-exported: callers read them as sim.model.kernels.engine.X
 from sim.model.kernels.layout import *  # noqa: E402,F401,F403
-from sim.model.kernels.layout import (_MAX_STAGES, _WQ, _XF_LEN)  # noqa: F401
-from sim.model.kernels.steps import core_step_count  # noqa: F401  (public)
+
 
 @kernel(_nrt=False, inline='always')
 def _next_needed_step(geo, ranges, cyclic, tile_of, next_tile, c, s, n, idx, start, ext):

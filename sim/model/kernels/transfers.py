@@ -18,7 +18,7 @@ from sim.model.kernels.layout import (D_CACHEABLE, D_DIM1, D_DIM2, D_PRESENT, D_
                                       F_PORT_BYTES_PER_CYCLE, S_BYTES_A, S_BYTES_B,
                                       S_BYTES_C_WRITE, S_BYTES_PSUM_READ, S_DRAM_READ,
                                       S_DRAM_WRITE, S_L2_HIT, S_LOADS_A, S_LOADS_B, S_PSUM_READS,
-                                      S_STORES, _MAX_STAGES, _WQ, _XF_LEN)
+                                      S_STORES, _MAX_STAGES, _WQ)
 from sim.model.kernels.steps import (_full_extent, _heap_push, _tile_changed)
 from sim.model.kernels.jit import kernel
 

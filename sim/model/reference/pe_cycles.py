@@ -1,0 +1,331 @@
+"""The PE-level reference's cycle loops (see :mod:`sim.model.reference.pe_array`): every PE
+register, every cycle, real numbers, for the two ways operands meet in the array -
+output-stationary (``_run_output_stationary``) and reduction down the columns
+(``_run_reduction``: WS, IS, RS and the RS convolution, one :class:`_Fold` of index maps
+at a time) - and the access counts they keep (``_Counts``).  Plain Python, deliberately.
+"""
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from sim.model.dataflow.report import ACCESS_FIELDS
+
+Word = tuple[Any, Any]  # (value, address)
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.c: Counter[str] = Counter()
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.c[key] += n
+
+    def result(self) -> dict[str, int]:
+        return {k: int(self.c.get(k, 0)) for k in ACCESS_FIELDS}
+
+
+def _grid(R: int, C: int, value: Any = None) -> list[list[Any]]:
+    return [[value] * C for _ in range(R)]
+
+
+_CYCLE_CAP = 5_000_000
+
+
+# --------------------------------------------------------------------------- output-stationary
+
+
+def _run_output_stationary(Xr: np.ndarray, Xc: np.ndarray, R: int, C: int,
+                           row_name: str, col_name: str, cnt: _Counts) -> tuple[np.ndarray, list[int], int]:
+    """OS on an R×C array: out[Sr×Sc] = Xr[Sr×T] · Xc[T×Sc]."""
+    Sr, T = Xr.shape
+    Sc = Xc.shape[1]
+    out = np.zeros((Sr, Sc), dtype=object)
+    fold_cycles: list[int] = []
+    macs = 0
+    for fc in range(-(-Sc // C)):
+        for fr in range(-(-Sr // R)):
+            r0, c0 = fr * R, fc * C
+            ur, uc = min(R, Sr - r0), min(C, Sc - c0)
+            a = _grid(R, C)      # (t, value | None) in each PE's row-operand register
+            b = _grid(R, C)      # (t, value | None) in each PE's column-operand register
+            acc = _grid(R, C)
+            last_slot = -1
+            cycle = 0
+            while True:
+                if cycle > _CYCLE_CAP:
+                    raise RuntimeError("reference OS fold does not terminate")
+                na, nb = _grid(R, C), _grid(R, C)
+                for i in range(R):
+                    for j in range(C - 1, 0, -1):
+                        tok = a[i][j - 1]
+                        if tok is not None and tok[1] is not None:
+                            if j < uc:
+                                cnt.add(f"hops_{row_name}")
+                            else:
+                                tok = (tok[0], None)    # padded column: gated, bubble only
+                        na[i][j] = tok
+                    t = cycle - i
+                    if 0 <= t < T:
+                        v = Xr[r0 + i, t] if i < ur else None
+                        if v is not None:
+                            cnt.add(f"sram_reads_{row_name}")
+                        na[i][0] = (t, v)
+                for j in range(C):
+                    for i in range(R - 1, 0, -1):
+                        tok = b[i - 1][j]
+                        if tok is not None and tok[1] is not None:
+                            if i < ur:
+                                cnt.add(f"hops_{col_name}")
+                            else:
+                                tok = (tok[0], None)
+                        nb[i][j] = tok
+                    t = cycle - j
+                    if 0 <= t < T:
+                        v = Xc[t, c0 + j] if j < uc else None
+                        if v is not None:
+                            cnt.add(f"sram_reads_{col_name}")
+                        nb[0][j] = (t, v)
+                a, b = na, nb
+                busy = False
+                for i in range(R):
+                    for j in range(C):
+                        ta, tb = a[i][j], b[i][j]
+                        if ta is None and tb is None:
+                            continue
+                        busy = True
+                        if ta is None or tb is None or ta[0] != tb[0]:
+                            raise RuntimeError(f"OS operands out of step at PE({i},{j}) cycle {cycle}")
+                        t = ta[0]
+                        if ta[1] is not None and tb[1] is not None:
+                            cnt.add(f"rf_writes_{row_name}")
+                            cnt.add(f"rf_writes_{col_name}")
+                            cnt.add(f"rf_reads_{row_name}")
+                            cnt.add(f"rf_reads_{col_name}")
+                            p = ta[1] * tb[1]
+                            macs += 1
+                            if acc[i][j] is not None:
+                                p += acc[i][j]
+                                cnt.add("rf_reads_psum")
+                            if t == T - 1:
+                                out[r0 + i, c0 + j] = p
+                                cnt.add("sram_writes_output")
+                                last_slot = max(last_slot, cycle)
+                                acc[i][j] = None
+                            else:
+                                acc[i][j] = p
+                                cnt.add("rf_writes_psum")
+                        elif (ta[1] is None) != (tb[1] is None) and i < ur and j < uc:
+                            raise RuntimeError(f"OS half a word at valid PE({i},{j})")
+                        if t == T - 1:
+                            last_slot = max(last_slot, cycle)
+                if not busy and cycle >= T + R - 1 and cycle >= T + C - 1:
+                    break
+                cycle += 1
+            fold_cycles.append(last_slot + 1)
+    return out, fold_cycles, macs
+
+
+# --------------------------------------------------------------------------- reduction engine
+
+
+@dataclass
+class _Fold:
+    """One fold of a reduction-down-the-columns dataflow, as index maps.
+
+    ``weight(i, j, l)`` -> (value, address) of the stationary word of PE(i, j), slot l, or None
+    (padding); ``inp(i, j, t, l)`` -> the streamed word that slot needs for token t;
+    ``out_addr(j, t)`` -> the output address column j produces for token t.
+    """
+
+    T: int
+    weight: Callable[[int, int, int], Optional[Word]]
+    inp: Callable[[int, int, int, int], Optional[Word]]
+    out_addr: Callable[[int, int], Any]
+
+
+def _run_reduction(folds: list[_Fold], R: int, C: int, L: int, *, stat: str, stream: str,
+                   weight_delivery: str, input_delivery: str, window: int,
+                   cnt: _Counts, sram_out: dict[Any, Any]) -> tuple[list[int], int]:
+    """Run the folds back to back; results land in ``sram_out`` (address -> value)."""
+    fold_cycles: list[int] = []
+    macs = 0
+    for fold in folds:
+        T = fold.T
+        wrf = [[[None] * L for _ in range(C)] for _ in range(R)]
+        stage = _grid(R, C)                     # weights passing through (column_shift)
+        tok = _grid(R, C)                       # (t, l, carried word | None)
+        win = [[deque(maxlen=window) for _ in range(C)] for _ in range(R)]
+        acc = _grid(R, C)
+        outreg = _grid(R, C)                    # (t, value) for the PE below
+        pending: list[tuple[int, Any, Any]] = []   # (cycle, address, value) on the output path
+        valid_pe: list[list[bool]] = _grid(R, C, False)
+        load_cycles = R * L
+        last_slot = -1
+        order = [(i, l) for i in range(R - 1, -1, -1) for l in range(L)]   # deepest PE first
+        cycle = 0
+        while True:
+            if cycle > _CYCLE_CAP:
+                raise RuntimeError("reference fold does not terminate")
+            # ---- stationary load
+            if weight_delivery == "column_shift":
+                for j in range(C):
+                    for p in range(R - 2, -1, -1):
+                        item = stage[p][j]
+                        if item is None:
+                            continue
+                        stage[p][j] = None
+                        dest, l, w = item
+                        cnt.add(f"hops_{stat}")
+                        cnt.add(f"rf_writes_{stat}")
+                        if p + 1 == dest:
+                            wrf[dest][j][l] = w
+                        else:
+                            stage[p + 1][j] = item
+                    if cycle < load_cycles:
+                        dest, l = order[cycle]
+                        word = fold.weight(dest, j, l)
+                        if word is not None:
+                            cnt.add(f"sram_reads_{stat}")
+                            cnt.add(f"rf_writes_{stat}")
+                            if dest == 0:
+                                wrf[0][j][l] = word[0]
+                            else:
+                                stage[0][j] = (dest, l, word[0])
+            elif weight_delivery == "row_multicast":
+                if cycle < load_cycles:
+                    i, l = divmod(cycle, L)
+                    words = [fold.weight(i, j, l) for j in range(C)]
+                    real = [w for w in words if w is not None]
+                    if real:
+                        if len({w[1] for w in real}) != 1:
+                            raise RuntimeError("row multicast of different weights")
+                        cnt.add(f"sram_reads_{stat}")
+                        for j, w in enumerate(words):
+                            if w is not None:
+                                wrf[i][j][l] = w[0]
+                                cnt.add(f"rf_writes_{stat}")
+            else:
+                raise ValueError(weight_delivery)
+            if cycle == load_cycles:
+                if any(stage[p][j] is not None for p in range(R) for j in range(C)):
+                    raise RuntimeError("stationary words still in flight when the stream starts")
+                for i in range(R):
+                    for j in range(C):
+                        valid_pe[i][j] = any(w is not None for w in wrf[i][j])
+            # ---- control tokens move right; the left edge injects (t, l)
+            new = _grid(R, C)
+            for i in range(R):
+                for j in range(C - 1, 0, -1):
+                    tk = tok[i][j - 1]
+                    if tk is not None and tk[2] is not None:
+                        if valid_pe[i][j] and wrf[i][j][tk[1]] is not None:
+                            cnt.add(f"hops_{stream}")
+                        else:
+                            tk = (tk[0], tk[1], None)
+                    new[i][j] = tk
+                s = cycle - load_cycles - i
+                if 0 <= s < T * L:
+                    t, l = divmod(s, L)
+                    carried = None
+                    if input_delivery == "row_systolic" and wrf[i][0][l] is not None:
+                        need = fold.inp(i, 0, t, l)
+                        if need is None:
+                            raise RuntimeError("valid slot without an input word")
+                        if not any(a == need[1] for _, a in win[i][0]):
+                            cnt.add(f"sram_reads_{stream}")
+                            carried = need
+                    new[i][0] = (t, l, carried)
+            tok = new
+            # ---- PEs
+            old_out = [row[:] for row in outreg]
+            delivered: set[Any] = set()
+            busy = False
+            for i in range(R):
+                for j in range(C):
+                    tk = tok[i][j]
+                    if tk is None:
+                        continue
+                    busy = True
+                    t, l, carried = tk
+                    w = wrf[i][j][l]
+                    if w is None:
+                        if carried is not None:
+                            raise RuntimeError("input word delivered to a padded slot")
+                    else:
+                        need = fold.inp(i, j, t, l)
+                        if need is None:
+                            raise RuntimeError(f"no input word for PE({i},{j}) t={t} l={l}")
+                        held = [v for v, a in win[i][j] if a == need[1]]
+                        if held:
+                            if carried is not None:
+                                raise RuntimeError("word delivered although the PE holds it")
+                            x = held[0]
+                        else:
+                            if input_delivery == "row_systolic":
+                                if carried is None or carried[1] != need[1]:
+                                    raise RuntimeError(f"input word missing at PE({i},{j}) t={t} l={l}")
+                            else:
+                                delivered.add(need[1])
+                            win[i][j].append(need)
+                            cnt.add(f"rf_writes_{stream}")
+                            x = need[0]
+                        cnt.add(f"rf_reads_{stream}")
+                        cnt.add(f"rf_reads_{stat}")
+                        prod = x * w
+                        macs += 1
+                        if l < L - 1:
+                            if acc[i][j] is None:
+                                acc[i][j] = prod
+                            else:
+                                acc[i][j] = acc[i][j] + prod
+                                cnt.add("rf_reads_psum")
+                            cnt.add("rf_writes_psum")
+                        else:
+                            total = prod
+                            if acc[i][j] is not None:
+                                total += acc[i][j]
+                                acc[i][j] = None
+                                cnt.add("rf_reads_psum")
+                            addr = fold.out_addr(j, t)
+                            if i > 0 and valid_pe[i - 1][j]:
+                                above = old_out[i - 1][j]
+                                if above is None or above[0] != t:
+                                    raise RuntimeError(f"partial sum late at PE({i},{j}) t={t} cycle {cycle}")
+                                total += above[1]
+                                cnt.add("rf_reads_psum")
+                                cnt.add("hops_psum")
+                            elif i == 0 and addr in sram_out:
+                                total += sram_out[addr]
+                                cnt.add("sram_reads_psum")
+                            if i + 1 < R and valid_pe[i + 1][j]:
+                                outreg[i][j] = (t, total)
+                                cnt.add("rf_writes_psum")
+                            else:
+                                pending.append((cycle + (R - 1 - i), addr, total))
+                    if i == R - 1 and l == L - 1:
+                        last_slot = max(last_slot, cycle)
+            if delivered:
+                cnt.add(f"sram_reads_{stream}", len(delivered))
+            still = []
+            for when, addr, value in pending:
+                if when == cycle:
+                    sram_out[addr] = value
+                    cnt.add("sram_writes_output")
+                    last_slot = max(last_slot, cycle)
+                elif when < cycle:
+                    raise RuntimeError("missed an output slot")
+                else:
+                    still.append((when, addr, value))
+            pending = still
+            if not busy and not pending and cycle >= load_cycles + T * L + R - 1:
+                break
+            cycle += 1
+        fold_cycles.append(last_slot + 1)
+    return fold_cycles, macs
+
+
+# --------------------------------------------------------------------------- GEMM drivers
