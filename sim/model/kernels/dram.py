@@ -192,44 +192,9 @@ def dram_decode(p, addr):
 
 
 
-@kernel(_nrt=False)
-def dram_access(p, state, addr, nbytes, t_ns, is_write):
-    """Serve one chunk arriving at the controller at ``t_ns``; return its completion time.
-
-    ``nbytes`` must not exceed ``dram_chunk_bytes(p, addr, nbytes)``.  Reads complete when
-    their last beat is delivered plus the controller latency; writes when their last beat
-    is on the bus.  Updates ``state`` in place; allocates nothing.  ``is_write`` may be a
-    bool or an int.  Completion times already returned are never revised.
-
-    Compiled without Numba's reference counting (``_nrt=False``): the function never
-    allocates, and the atomic increfs/decrefs of the state arrays otherwise cost more
-    than the model itself.
-    """
-    bank_row = state[0]
-    bank_t = state[1]
-    pc_t = state[2]
-    pc_i = state[3]
-    bank_i = state[4]
-    stats = state[5]
-
-    pc, bank, row = dram_decode(p, addr)
-    b = pc * np.int64(p[P_BANKS]) + bank
-    frfcfs = p[P_FRFCFS] != 0.0
-    nbg = np.int64(p[P_BANK_GROUPS])
-    bgrow = b
-    if nbg > 1:
-        bgrow = pc * np.int64(p[P_BANKS]) + bank % nbg
-
-    g_bytes = np.int64(p[P_ACCESS_BYTES])
-    g_shift = np.int64(p[P_ACCESS_SHIFT])
-    offset = addr & (np.int64(p[P_INTERLEAVE_BYTES]) - 1)
-    if g_shift >= 0:
-        n_bursts = ((offset + nbytes - 1) >> g_shift) - (offset >> g_shift) + 1
-    else:
-        n_bursts = (offset + nbytes - 1) // g_bytes - offset // g_bytes + 1
-    slot = p[P_T_SLOT]
-    dur = n_bursts * slot
-
+@kernel(_nrt=False, inline='always')
+def _admitted_at(p, pc_t, pc_i, pc, t_ns):
+    """When the controller of pseudo-channel ``pc`` sees a chunk that arrives at ``t_ns``."""
     # ---- admission: the controller sees a request once its queue has room ----------
     # The queue holds P_WINDOW_NS of data-bus work; its occupancy is the bus time already
     # booked after t_ns (frontier minus the free holes), which drains at the bus rate.
@@ -248,7 +213,16 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
                     occ -= he - hs
         if occ > lim:
             t_in = t_ns + (occ - lim)
+    return t_in
 
+
+@kernel(_nrt=False, inline='always')
+def _wait_for_refresh(p, state, pc, b, t_in):
+    """Run the refreshes due before a chunk seen at ``t_in`` (bank ``b``) and count its wait."""
+    bank_row = state[0]
+    bank_t = state[1]
+    pc_t = state[2]
+    stats = state[5]
     # ---- refresh --------------------------------------------------------------------
     if p[P_T_REFI] > 0.0:
         if p[P_REFRESH_PER_BANK] != 0.0:
@@ -265,6 +239,17 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
                 if end > t_check:
                     stats[S_REFRESH_STALL_NS] += end - t_check
 
+
+@kernel(_nrt=False, inline='always')
+def _cas_ready(p, state, pc, b, row, bgrow, nbg, frfcfs, t_in, dur):
+    """The earliest CAS of a chunk to ``row`` of bank ``b`` seen at ``t_in``: a row hit, a
+    reordered hit (FR-FCFS), or an activation after a precharge or into a closed bank."""
+    bank_row = state[0]
+    bank_t = state[1]
+    pc_t = state[2]
+    pc_i = state[3]
+    bank_i = state[4]
+    stats = state[5]
     # ---- row buffer -----------------------------------------------------------------
     open_row = bank_row[b]
     if open_row == row:
@@ -330,7 +315,18 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
             bank_t[b, B_CAS_READY] = cas_ready
             bank_t[b, B_PRE_READY] = t_act + p[P_T_RAS]
             stats[S_ACTIVATES] += 1.0
+    return cas_ready
 
+
+@kernel(_nrt=False, inline='always')
+def _book_data(p, state, pc, b, bgrow, nbg, frfcfs, t_ns, t_in, cas_ready, n_bursts, dur, nbytes, is_write):
+    """Book a chunk's bursts on the data bus (a remembered gap or the frontier) from
+    ``cas_ready``; update the bank's precharge limit and the counters; its completion."""
+    bank_t = state[1]
+    pc_t = state[2]
+    pc_i = state[3]
+    stats = state[5]
+    slot = p[P_T_SLOT]
     # ---- data bus -------------------------------------------------------------------
     # Writes are posted and drained in batches of P_WRITE_BATCH bursts; while reads are
     # in the mix each batch costs one read->write and one write->read bubble, charged
@@ -405,3 +401,43 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
     if done > stats[S_LAST_DONE_NS]:
         stats[S_LAST_DONE_NS] = done
     return done
+
+
+@kernel(_nrt=False)
+def dram_access(p, state, addr, nbytes, t_ns, is_write):
+    """Serve one chunk arriving at the controller at ``t_ns``; return its completion time.
+
+    ``nbytes`` must not exceed ``dram_chunk_bytes(p, addr, nbytes)``.  Reads complete when
+    their last beat is delivered plus the controller latency; writes when their last beat
+    is on the bus.  Updates ``state`` in place; allocates nothing.  ``is_write`` may be a
+    bool or an int.  Completion times already returned are never revised.
+
+    Compiled without Numba's reference counting (``_nrt=False``): the function never
+    allocates, and the atomic increfs/decrefs of the state arrays otherwise cost more
+    than the model itself.
+    """
+    pc_t = state[2]
+    pc_i = state[3]
+
+    pc, bank, row = dram_decode(p, addr)
+    b = pc * np.int64(p[P_BANKS]) + bank
+    frfcfs = p[P_FRFCFS] != 0.0
+    nbg = np.int64(p[P_BANK_GROUPS])
+    bgrow = b
+    if nbg > 1:
+        bgrow = pc * np.int64(p[P_BANKS]) + bank % nbg
+
+    g_bytes = np.int64(p[P_ACCESS_BYTES])
+    g_shift = np.int64(p[P_ACCESS_SHIFT])
+    offset = addr & (np.int64(p[P_INTERLEAVE_BYTES]) - 1)
+    if g_shift >= 0:
+        n_bursts = ((offset + nbytes - 1) >> g_shift) - (offset >> g_shift) + 1
+    else:
+        n_bursts = (offset + nbytes - 1) // g_bytes - offset // g_bytes + 1
+    slot = p[P_T_SLOT]
+    dur = n_bursts * slot
+
+    t_in = _admitted_at(p, pc_t, pc_i, pc, t_ns)
+    _wait_for_refresh(p, state, pc, b, t_in)
+    cas_ready = _cas_ready(p, state, pc, b, row, bgrow, nbg, frfcfs, t_in, dur)
+    return _book_data(p, state, pc, b, bgrow, nbg, frfcfs, t_ns, t_in, cas_ready, n_bursts, dur, nbytes, is_write)
