@@ -88,5 +88,41 @@ def test_host_model_arithmetic(lm):
     g = lm.launched(c, True)
     assert g.seconds == pytest.approx(c.seconds + h.graph_replay_ns * 1e-9)
     e = lm.launched(c, False)
-    assert e.seconds == pytest.approx(max(c.seconds, c.kernels * h.eager_ns_per_kernel * 1e-9))
+    host_ns = (c.kernels * h.eager_ns_per_kernel + c.attention_calls * h.eager_ns_per_attention_call
+               + c.masked_calls * h.eager_ns_per_masked_attention_call
+               + c.decode_calls * h.eager_ns_per_decode_attention_call)
+    assert e.seconds == pytest.approx(max(c.seconds, host_ns * 1e-9))
     assert e.energy_j == c.energy_j and e.kernels == c.kernels
+
+
+def test_attention_calls_are_counted_per_layer_and_kind(lm):
+    """One call per layer and prompt chunk (masked when tokens are cached before it), one per
+    layer for the decoding sequences - what the host rule prices beyond the kernels."""
+    layers = lm.model.num_layers
+    c = lm.exact([(256, 0), (128, 512)], 16, 512)
+    assert (c.attention_calls, c.masked_calls, c.decode_calls) == (2 * layers, layers, layers)
+    d = lm.exact([], 8, 256)
+    assert (d.attention_calls, d.masked_calls, d.decode_calls) == (0, 0, layers)
+    # the grid's interpolated iteration counts the same calls
+    g = lm.iteration([(256, 0), (128, 512)], 16, 16 * 512)
+    assert (g.attention_calls, g.masked_calls, g.decode_calls) == (2 * layers, layers, layers)
+    # a chunk's call costs host time beyond its kernels
+    h = lm.stack.host
+    one, two = lm.iteration([(256, 0)], 16, 16 * 256), lm.iteration([(128, 0), (128, 0)], 16, 16 * 256)
+    extra = h.eager_host_ns(two.kernels, two.attention_calls) - h.eager_host_ns(one.kernels, one.attention_calls)
+    assert extra >= layers * h.eager_ns_per_attention_call > 0
+
+
+def test_host_rule_is_the_microbenchmark_fit():
+    """stacks/eager_pytorch.yaml's eager host numbers are validation/fit_serving_host.py's fit
+    of the stored drift-cancelled microbenchmark, to the nanosecond."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fit_serving_host", RUN.parents[2] / "fit_serving_host.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    params, d = mod.fit()
+    assert len(d) >= 8 and float((d["fit_s"] / d["host_s"] - 1).abs().max()) < 0.15
+    h = LatencyModel(load_chip(CHIP), load_model_spec(MODEL)).stack.host
+    for key, v in params.items():
+        assert getattr(h, key) == pytest.approx(round(v), abs=1.0), key

@@ -183,18 +183,37 @@ class HostRule(_Frozen):
     """What the host (CPU and framework) spends issuing one serving iteration's work.
 
     An eager iteration launches its kernels one by one from the framework: the device cannot
-    run ahead of the launches, so the iteration takes ``max(device time, kernels x
-    eager_ns_per_kernel)``; a CUDA-graph iteration builds its inputs and replays the graph
-    (``graph_replay_ns``) before the device starts, so that time adds to the device's.  Used
-    by request-level serving (:mod:`sim.apps.serving`), which decides per iteration whether
-    it replays a graph; single-op and single-iteration runs price the device alone."""
+    run ahead of the launches, so the iteration takes ``max(device time, host time)``, the host
+    time being ``eager_ns_per_kernel`` per kernel plus, per attention call (one per layer and
+    prompt chunk, one per layer for the decoding sequences), what the framework's attention
+    dispatch costs beyond its kernels (:meth:`eager_host_ns`); a CUDA-graph iteration builds its
+    inputs and replays the graph (``graph_replay_ns``) before the device starts, so that time
+    adds to the device's.  Used by request-level serving (:mod:`sim.apps.serving`), which
+    decides per iteration whether it replays a graph; single-op and single-iteration runs price
+    the device alone."""
 
     eager_ns_per_kernel: float = Field(ge=0.0, description="host time per kernel an eager iteration launches "
                                                            "(framework dispatch, Python, the launch itself)")
+    eager_ns_per_attention_call: float = Field(
+        default=0.0, ge=0.0, description="host time of one prompt chunk's attention call beyond its kernels")
+    eager_ns_per_masked_attention_call: float = Field(
+        default=0.0, ge=0.0, description="added to a call for a chunk behind cached tokens (a causal mask "
+                                         "aligned to the bottom right)")
+    eager_ns_per_decode_attention_call: float = Field(
+        default=0.0, ge=0.0, description="host time of one layer's attention call for the decoding sequences "
+                                         "beyond its kernels")
     graph_replay_ns: float = Field(default=0.0, ge=0.0,
                                    description="host time of one CUDA-graph iteration before the device starts "
                                                "(input tensors, copies, the replay call)")
     source: str = Field(default="", description="the measurement (file, rows) the numbers come from")
+
+    def eager_host_ns(self, kernels: float, attention_calls: float = 0.0, masked_calls: float = 0.0,
+                      decode_calls: float = 0.0) -> float:
+        """Host time (ns) of an eager iteration that launches ``kernels`` kernels and makes
+        those attention calls (``masked_calls`` are among ``attention_calls``)."""
+        return (kernels * self.eager_ns_per_kernel + attention_calls * self.eager_ns_per_attention_call
+                + masked_calls * self.eager_ns_per_masked_attention_call
+                + decode_calls * self.eager_ns_per_decode_attention_call)
 
 
 class StackSpec(_Frozen):

@@ -42,10 +42,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import dataclasses
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from pathlib import Path
 
+from sim.ir.ops import Attention
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
@@ -54,7 +56,7 @@ from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
 #: bump when the meaning of a stored grid point changes (4: points carry their kernel count)
-TABLE_VERSION = 4
+TABLE_VERSION = 5
 #: which iterations replay a captured CUDA graph (the rest are launched eagerly, kernel by kernel)
 GRAPH_POLICIES = ("all", "decode", "none")
 
@@ -77,31 +79,34 @@ def _pow2_grid(lo: int, limit: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Cost:
-    """Seconds, joules (all chips of the replica), FLOPs, DRAM bytes and launched kernels (per
-    chip) of an iteration or a part.  ``seconds`` is device time until :meth:`LatencyModel.launched`
-    adds the host's share."""
+    """Seconds, joules (all chips of the replica), FLOPs, DRAM bytes, launched kernels and
+    attention calls (per chip) of an iteration or a part.  ``seconds`` is device time until
+    :meth:`LatencyModel.launched` adds the host's share, which the kernels and the calls price:
+    ``attention_calls`` counts every attention call of a prompt chunk (one per layer and chunk),
+    ``masked_calls`` those of chunks behind cached tokens (a causal mask aligned to the bottom
+    right), ``decode_calls`` the decoding sequences' attention calls (one per layer)."""
 
     seconds: float = 0.0
     energy_j: float = 0.0
     flops: float = 0.0
     dram_bytes: float = 0.0
     kernels: float = 0.0
+    attention_calls: float = 0.0
+    masked_calls: float = 0.0
+    decode_calls: float = 0.0
 
     def __add__(self, o: "Cost") -> "Cost":
-        return Cost(self.seconds + o.seconds, self.energy_j + o.energy_j, self.flops + o.flops,
-                    self.dram_bytes + o.dram_bytes, self.kernels + o.kernels)
+        return Cost(*(a + b for a, b in zip(astuple(self), astuple(o))))
 
     def scale(self, w: float) -> "Cost":
-        return Cost(self.seconds * w, self.energy_j * w, self.flops * w, self.dram_bytes * w, self.kernels * w)
+        return Cost(*(a * w for a in astuple(self)))
 
 
 ZERO = Cost()
 
 
 def _lerp(a: Cost, b: Cost, w: float) -> Cost:
-    return Cost(a.seconds + w * (b.seconds - a.seconds), a.energy_j + w * (b.energy_j - a.energy_j),
-                a.flops + w * (b.flops - a.flops), a.dram_bytes + w * (b.dram_bytes - a.dram_bytes),
-                a.kernels + w * (b.kernels - a.kernels))
+    return Cost(*(x + w * (y - x) for x, y in zip(astuple(a), astuple(b))))
 
 
 def _bracket(grid: list[int], x: float) -> tuple[int, int, float]:
@@ -197,8 +202,7 @@ class LatencyModel:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"chip": self.chip.name, "model": self.model.name,
-                                   "points": {k: [c.seconds, c.energy_j, c.flops, c.dram_bytes, c.kernels]
-                                              for k, c in sorted(self.table.items())}}))
+                                   "points": {k: list(astuple(c)) for k, c in sorted(self.table.items())}}))
         os.replace(tmp, self.path)
         self._dirty = False
 
@@ -206,7 +210,7 @@ class LatencyModel:
     def _sum(self, trace, want) -> Cost:
         """The kernels the chip's software stack launches for ``trace`` (the lowering
         :func:`sim.apps.inference.run_trace` uses), those ``want`` keeps, summed."""
-        s = e = f = b = n = 0.0
+        s = e = f = b = n = calls = masked = dec = 0.0
         for k in lower_trace(trace, self.stack):
             if not want(k):
                 continue
@@ -216,8 +220,14 @@ class LatencyModel:
             f += r.flops * k.repeat
             b += r.dram_bytes * k.repeat
             n += k.repeat
+            if isinstance(k.op, Attention):   # one call of the framework's attention per kernel
+                if k.op.q_len == 1:
+                    dec += k.repeat
+                else:
+                    calls += k.repeat
+                    masked += k.repeat if k.op.kv_len > k.op.q_len else 0
         c = self.chips
-        return Cost(s, e * 1e-12 * c, f * c, b * c, n)
+        return Cost(s, e * 1e-12 * c, f * c, b * c, n, calls, masked, dec)
 
     @staticmethod
     def _is_attn(k) -> bool:
@@ -333,16 +343,18 @@ class LatencyModel:
         inputs and replays the graph while the device idles, then the device runs
         (``graph_replay_ns`` + device).  An eager iteration: the host launches kernel after kernel
         and the device cannot run ahead of the launches, so the slower of the two sets the pace
-        (``max(device, kernels x eager_ns_per_kernel)``: the pipeline's bound, which leaves out
-        the last kernel's run after its launch and the first launch before the device starts)."""
+        (``max(device, host)``: the pipeline's bound, which leaves out the last kernel's run after
+        its launch and the first launch before the device starts), the host's time being
+        :meth:`~sim.spec.stack_spec.HostRule.eager_host_ns` of its kernels and attention calls."""
         h = self.stack.host
         if h is None:
             return c
         if graph:
             wall = c.seconds + h.graph_replay_ns * 1e-9
         else:
-            wall = max(c.seconds, c.kernels * h.eager_ns_per_kernel * 1e-9)
-        return Cost(wall, c.energy_j, c.flops, c.dram_bytes, c.kernels)
+            wall = max(c.seconds, h.eager_host_ns(c.kernels, c.attention_calls, c.masked_calls,
+                                                  c.decode_calls) * 1e-9)
+        return dataclasses.replace(c, seconds=wall)
 
     def exact(self, prefill=(), decode_seqs: int = 0, decode_context: int = 0, decode_new: int = 1) -> Cost:
         """The same iteration built by ``build_iteration`` and summed op by op (no grid):
