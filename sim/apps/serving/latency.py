@@ -44,7 +44,7 @@ import hashlib
 import json
 import dataclasses
 import os
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sim.ir.ops import Attention
@@ -96,17 +96,25 @@ class Cost:
     decode_calls: float = 0.0
 
     def __add__(self, o: "Cost") -> "Cost":
-        return Cost(*(a + b for a, b in zip(astuple(self), astuple(o))))
+        return Cost(self.seconds + o.seconds, self.energy_j + o.energy_j, self.flops + o.flops,
+                    self.dram_bytes + o.dram_bytes, self.kernels + o.kernels,
+                    self.attention_calls + o.attention_calls, self.masked_calls + o.masked_calls,
+                    self.decode_calls + o.decode_calls)
 
     def scale(self, w: float) -> "Cost":
-        return Cost(*(a * w for a in astuple(self)))
+        return Cost(self.seconds * w, self.energy_j * w, self.flops * w, self.dram_bytes * w, self.kernels * w,
+                    self.attention_calls * w, self.masked_calls * w, self.decode_calls * w)
+
+    def values(self) -> tuple:
+        return (self.seconds, self.energy_j, self.flops, self.dram_bytes, self.kernels, self.attention_calls,
+                self.masked_calls, self.decode_calls)
 
 
 ZERO = Cost()
 
 
 def _lerp(a: Cost, b: Cost, w: float) -> Cost:
-    return Cost(*(x + w * (y - x) for x, y in zip(astuple(a), astuple(b))))
+    return Cost(*(x + w * (y - x) for x, y in zip(a.values(), b.values())))
 
 
 def _bracket(grid: list[int], x: float) -> tuple[int, int, float]:
@@ -202,7 +210,7 @@ class LatencyModel:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"chip": self.chip.name, "model": self.model.name,
-                                   "points": {k: list(astuple(c)) for k, c in sorted(self.table.items())}}))
+                                   "points": {k: list(c.values()) for k, c in sorted(self.table.items())}}))
         os.replace(tmp, self.path)
         self._dirty = False
 
