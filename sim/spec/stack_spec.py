@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Frozen(BaseModel):
@@ -74,6 +74,11 @@ class StepKernel(_Frozen):
     row: float | str | None = Field(default=None, description="row length of a row-wise kernel (softmax)")
     source: str = Field(default="", description="the PyTorch call it is")
 
+    @field_validator("read", "write", "elements", "row", mode="after")
+    @classmethod
+    def _arithmetic(cls, v):
+        return _check_expression(v)
+
     def names(self) -> set[str]:
         import ast
         out: set[str] = set()
@@ -81,6 +86,54 @@ class StepKernel(_Frozen):
             if isinstance(e, str):
                 out |= {n.id for n in ast.walk(ast.parse(e, mode="eval")) if isinstance(n, ast.Name)}
         return out - {"max", "min"}
+
+
+_EXPR_OPS = ("Add", "Sub", "Mult", "Div", "FloorDiv")
+
+
+def _check_expression(v):
+    """A kernel's byte / element expression as the lowering evaluates it (sim.model.stacks._eval):
+    a finite number >= 0, or + - * / // ( ) max min over names; anything else is refused here,
+    when the profile is read, instead of failing (or running Python) when an op is lowered."""
+    import ast
+    import math
+
+    if v is None:
+        return v
+    if not isinstance(v, str):
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"must be a finite number >= 0 or an expression, got {v}")
+        return v
+    text = v.strip()
+    if not text:
+        raise ValueError("an empty expression (give a number or arithmetic over names, e.g. m*k*eb)")
+    if len(text) > 1000:
+        raise ValueError(f"an expression of {len(text):,} characters (at most 1,000)")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError) as exc:
+        raise ValueError(f"{v!r} is not an arithmetic expression ({getattr(exc, 'msg', exc)})") from None
+
+    def ok(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+        if isinstance(node, ast.Name):
+            return True
+        if isinstance(node, ast.BinOp) and type(node.op).__name__ in _EXPR_OPS:
+            if type(node.op).__name__ in ("Div", "FloorDiv") and isinstance(node.right, ast.Constant) \
+                    and node.right.value == 0:
+                raise ValueError(f"{v!r} divides by zero")
+            return ok(node.left) and ok(node.right)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return ok(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
+            return bool(node.args) and not node.keywords and all(ok(a) for a in node.args)
+        return False
+
+    if not ok(tree.body):
+        raise ValueError(f"{v!r} is not arithmetic over names: only numbers, names, + - * / // ( ), max() and "
+                         "min() are allowed")
+    return v
 
 
 class UnfusedRule(_Frozen):
