@@ -59,3 +59,35 @@ def test_bad_kernel_expressions_in_a_stack_are_refused_when_read(tmp_path, edit,
     f.write_text(text.replace("read: m*k*eb, ", edit, 1))
     refused(sim("check", str(f), "-q"), f"eager_pytorch.yaml:{line}: gemm.weight_only.int8.before.0.read",
             *needles[1:])
+
+
+# --------------------------------------------------------------------------- sim serve options and traces
+
+SERVE = ["serve", "npu_128x128", "tiny", "--no-progress", "-q", "--prompt", "16", "--output", "4"]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--num-requests", "1000000000000"], ["--num-requests", "10,000,000"]),  # was MemoryError, exit 3
+    (["--duration", "1e300"], ["--duration", "beyond the limit"]),
+    (["--drain", "-1"], ["--drain", ">= 0"]),  # was 'ValueError: Negative delay', exit 3
+    (["--seed", "-1"], ["--seed", ">= 0"]),  # was 'expected non-negative integer', exit 3
+    (["--duration", "nan"], ["--duration", "> 0"]),
+    (["--duration", "0"], ["--duration", "> 0"]),
+    (["--cv", "nan"], ["--cv"]),
+    (["--alpha", "1.5"], ["--alpha", "between 0 and 1"]),
+    (["--alpha", "nan"], ["--alpha", "between 0 and 1"]),
+    (["--prompt", "lognormal:nan:1"], ["--prompt lognormal:nan:1", "median"]),
+    (["--timeout-ms", "-1"], ["--timeout-ms", ">= 0"]),
+    (["--prefix-tokens", "-1"], ["--prefix-tokens", ">= 0"]),
+    (["--price-per-chip-hour", "nan"], ["--price-per-chip-hour"]),
+    (["--speculative-k", "1000"], ["--speculative-k", "at most 64"]),
+])
+def test_bad_serve_numbers(args, needles):
+    refused(sim(*SERVE, "--num-requests", "4", *args) if "--num-requests" not in args and "--duration" not in args
+            else sim(*SERVE, *args), *needles)
+
+
+def test_trace_that_is_not_utf8(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_bytes(b"arrival_s,prompt_tokens,output_tokens\n0,1\xff6,4\n")  # was UnicodeDecodeError, exit 3
+    refused(sim(*SERVE, "--trace", str(trace)), "trace.csv:2: not UTF-8")

@@ -30,7 +30,10 @@ def parse_lengths(text: str, what: str):
             return LengthDist("uniform", low=int(parts[1]), high=int(parts[2]))
         if kind == "lognormal" and len(parts) in (3, 5):
             lo, hi = (int(parts[3]), int(parts[4])) if len(parts) == 5 else (1, 1 << 20)
-            return LengthDist("lognormal", mean_log=math.log(float(parts[1])), sigma_log=float(parts[2]), low=lo, high=hi)
+            median, sigma = float(parts[1]), float(parts[2])
+            if not (math.isfinite(median) and median > 0 and math.isfinite(sigma)):
+                raise WorkloadError(f"--{what} {text}: the median must be a finite number > 0 and the sigma finite")
+            return LengthDist("lognormal", mean_log=math.log(median), sigma_log=sigma, low=lo, high=hi)
         if kind == "file" and len(parts) in (2, 3):
             return LengthDist.from_file(parts[1], parts[2] if len(parts) == 3 else None)
     except ValueError:
@@ -123,14 +126,75 @@ def _slos(args) -> dict:
     return slos
 
 
+#: arrivals one `sim serve` generates at most (each is a request object and rows of the outputs)
+MAX_REQUESTS = 10_000_000
+
+
+def _check_args(args) -> None:
+    """Numbers the serving model would take silently (a negative drain, a NaN coefficient of
+    variation, an acceptance rate of 1.5) or fail on deep inside (a negative seed, 10^12
+    requests): refused here, naming the option."""
+    def bad(flag, value, want):
+        raise WorkloadError(f"{flag} must be {want}, got {value}")
+
+    def finite(v):
+        return v is not None and math.isfinite(v)
+
+    if not (finite(args.rate) and args.rate > 0):
+        bad("--rate", args.rate, "a finite number of requests/s > 0")
+    if not (finite(args.duration) and args.duration > 0):
+        bad("--duration", args.duration, "a finite number of seconds > 0")
+    if args.num_requests is not None and not 1 <= args.num_requests <= MAX_REQUESTS:
+        bad("--num-requests", f"{args.num_requests:,}", f"between 1 and {MAX_REQUESTS:,} (the limit of one run)")
+    if args.num_requests is None and args.trace is None and args.rate * args.duration > MAX_REQUESTS:
+        raise WorkloadError(f"--rate {args.rate:g} x --duration {args.duration:g} s is "
+                            f"{args.rate * args.duration:,.3g} requests, beyond the limit of {MAX_REQUESTS:,} "
+                            "of one run (use a shorter --duration or --num-requests)")
+    if not (finite(args.cv) and args.cv > 0):
+        bad("--cv", args.cv, "a finite coefficient of variation > 0")
+    if args.seed < 0:
+        bad("--seed", args.seed, ">= 0")
+    for flag, v in (("--prefix-groups", args.prefix_groups), ("--prefix-tokens", args.prefix_tokens),
+                    ("--speculative-k", args.speculative_k)):
+        if v < 0:
+            bad(flag, v, ">= 0")
+    if args.speculative_k > 64:
+        bad("--speculative-k", args.speculative_k, "at most 64 drafted tokens per step")
+    for flag, v in (("--timeout-ms", args.timeout_ms), ("--drain", args.drain),
+                    ("--price-per-chip-hour", args.price_per_chip_hour)):
+        if v is not None and not (finite(v) and v >= 0):
+            bad(flag, v, "a finite number >= 0")
+
+
+def _check_trace(path) -> None:
+    """A trace that is not UTF-8 text: named with its line, before the replay reads it."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        return  # the replay names a missing file itself
+    with open(p, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise WorkloadError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                    f"{exc.start + 1}); save the trace as UTF-8 CSV or JSONL") from None
+
+
 def run(args) -> int:
     from sim.apps.serving import serve
 
+    _check_args(args)
+    if args.trace:
+        _check_trace(args.trace)
     chip = load_chip(args.chip, overrides=args.set or [])
     try:
         alpha = [float(a) for a in str(args.alpha).split(",")]
     except ValueError:
         raise SimError(f"--alpha: expected a number or comma-separated numbers, got {args.alpha!r}") from None
+    if not all(0.0 <= a <= 1.0 for a in alpha):  # NaN fails both comparisons
+        raise SimError(f"--alpha: acceptance rates are between 0 and 1, got {args.alpha!r}")
     res = serve(chip, args.model, scheduler=args.scheduler, rate_per_s=args.rate, duration_s=args.duration,
                 num_requests=args.num_requests, arrival=args.arrival, cv=args.cv,
                 prompt=parse_lengths(args.prompt, "prompt"), output=parse_lengths(args.output, "output"),
