@@ -76,7 +76,11 @@ def _expand_range(r: dict, where: str) -> list[Any]:
             raise ValueError(f"range 'step' must be a number > 0, got {s!r}")
         if b < a:
             raise ValueError(f"range 'to' ({b}) is below 'from' ({a})")
-        n = int(math.floor((b - a) / s + 1e-9)) + 1
+        steps = (b - a) / s
+        if not math.isfinite(steps) or steps >= 100_000:
+            raise ValueError(f"range from {a} to {b} in steps of {s} has {steps + 1:,.3g} values; more than "
+                             "100,000 is surely a mistake")
+        n = int(math.floor(steps + 1e-9)) + 1
         if n > 100_000:
             raise ValueError(f"range has {n} values; more than 100,000 is surely a mistake")
         whole = whole and _is_int(s)

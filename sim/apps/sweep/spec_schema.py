@@ -249,6 +249,14 @@ class SweepSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=dict)
     metrics: Optional[list[str]] = None
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v):
+        # the default results folder is reports/sweeps/NAME: a name must not lead out of it
+        if v is not None and ("/" in v or "\\" in v or v.startswith(".") or "\0" in v):
+            raise ValueError(f"a sweep name is a plain folder name (no '/', '\\' or leading '.'), got {v!r}")
+        return v
+
     def base_overrides(self) -> list[str]:
         s = self.set_
         if isinstance(s, dict):
