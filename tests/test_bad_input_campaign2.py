@@ -91,3 +91,31 @@ def test_trace_that_is_not_utf8(tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_bytes(b"arrival_s,prompt_tokens,output_tokens\n0,1\xff6,4\n")  # was UnicodeDecodeError, exit 3
     refused(sim(*SERVE, "--trace", str(trace)), "trace.csv:2: not UTF-8")
+
+
+# --------------------------------------------------------------------------- sweep specs and options
+
+SWEEP = "name: t\nchip: scalesim_32x32\nworkloads: [{name: g, kind: gemm, m: 8, k: 8, n: 8, dtype: int8, memory: ideal}]\n"
+
+
+def test_a_range_whose_step_overflows(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SWEEP + "parameters:\n  clock_mhz: {from: 1, to: 1e300, step: 1e-300}\n")  # was OverflowError, exit 3
+    refused(sim("sweep", str(spec), "--dry-run", "--out", str(tmp_path / "o")), "s.yaml:5: parameters.clock_mhz",
+            "100,000")
+
+
+def test_a_sweep_name_that_leads_out_of_the_reports_folder(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SWEEP.replace("name: t", "name: ../../x"))  # was accepted: reports/sweeps/../../x
+    refused(sim("sweep", str(spec), "--dry-run"), "s.yaml:1: name:", "plain folder name")
+
+
+@pytest.mark.parametrize("where", ["folder", "no-parent"])
+def test_csv_that_cannot_be_written_is_refused_before_the_sweep(tmp_path, where):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SWEEP)
+    csv = tmp_path if where == "folder" else tmp_path / "missing" / "x.csv"
+    proc = sim("sweep", str(spec), "-q", "-j", "1", "--csv", str(csv), "--out", str(tmp_path / "o"))
+    refused(proc, f"--csv {csv}", "is a folder" if where == "folder" else "does not exist")
+    assert not (tmp_path / "o").exists()  # refused before anything ran

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from sim.cli._common import print_table
+from sim.errors import SimError
 
 __all__ = ["add_parser", "run"]
 
@@ -76,12 +77,23 @@ def _summary_table(df, top: int):
     return f"first {min(top, len(df))} of {len(df)} points", df[[c for c in cols if c in df.columns]].head(top)
 
 
+def _check_csv(path: Path) -> None:
+    """--csv must name a file in an existing folder: said before the sweep runs, not after."""
+    if path.is_dir():
+        raise SimError(f"--csv {path} is a folder; give a file name (e.g. {path / 'results.csv'})")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise SimError(f"--csv {path}: the folder {parent} does not exist")
+
+
 def run(args) -> int:
     from sim.apps.store import export_csv
     from sim.apps.sweep.run import check_not_all_failed, load_spec, plan, run_sweep
 
     loaded = load_spec(args.spec)
     quiet = bool(args.quiet)
+    if args.csv and not args.dry_run:
+        _check_csv(Path(args.csv))
     if args.dry_run:
         df = plan(loaded, args.set)
         bad = df[df["error"].notna()]
@@ -102,7 +114,11 @@ def run(args) -> int:
                           retry_errors=args.retry_errors, overrides=args.set, connect_timeout=args.connect_timeout,
                           log=log)
     if args.csv:
-        export_csv(df, args.csv)
+        try:
+            export_csv(df, args.csv)
+        except OSError as exc:  # the results are stored: say where, and what went wrong with the copy
+            raise SimError(f"--csv {args.csv}: cannot write it ({exc.strerror or exc}); the results are in "
+                           f"{out / 'results.csv'}") from None
     check_not_all_failed(df, stats.name, stats, str(out / "results.csv"))  # exit 2, not a success
     if not quiet:
         print(f"sweep {stats.name}: {stats.points} point(s) in {stats.seconds:.1f} s - {stats.new} simulated, "
