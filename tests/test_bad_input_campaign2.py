@@ -119,3 +119,27 @@ def test_csv_that_cannot_be_written_is_refused_before_the_sweep(tmp_path, where)
     proc = sim("sweep", str(spec), "-q", "-j", "1", "--csv", str(csv), "--out", str(tmp_path / "o"))
     refused(proc, f"--csv {csv}", "is a folder" if where == "folder" else "does not exist")
     assert not (tmp_path / "o").exists()  # refused before anything ran
+
+
+# --------------------------------------------------------------------------- sim plot
+
+
+@pytest.mark.parametrize("ops, needles", [
+    ("5", ["'ops' must be a list of op objects", "got int"]),  # was 'DataFrame constructor not properly called', exit 3
+    ("[1]", ["'ops' must be a list of op objects"]),
+    ("[{}]", ["ops.0 has no 'op', 'kind', 'seconds'"]),  # was KeyError: 'total_seconds', exit 3
+    ('[{"op": "a", "kind": "gemm", "seconds": "x"}]', ["ops.0.seconds must be a number"]),
+])
+@pytest.mark.parametrize("kind", ["breakdown", "roofline"])
+def test_a_run_json_whose_ops_are_not_ops(tmp_path, kind, ops, needles):
+    f = tmp_path / "run.json"
+    f.write_text('{"chip": "npu_128x128", "ops": %s}' % ops)
+    refused(sim("plot", kind, str(f), "--out", str(tmp_path / "p.png")), "run.json", *needles)
+
+
+def test_plot_out_naming_a_folder(tmp_path):
+    table = tmp_path / "r.csv"
+    table.write_text("area_mm2,tokens_per_s\n1,2\n")
+    # was exit 0: "wrote DIR" while the image went to DIR.png
+    refused(sim("plot", "pareto", str(table), "--out", str(tmp_path)), f"--out {tmp_path} is a folder")
+    assert not Path(str(tmp_path) + ".png").exists()

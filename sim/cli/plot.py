@@ -40,6 +40,8 @@ def run(args) -> int:
     from sim.spec.registry import load_chip
 
     out = Path(args.out or f"{args.kind}.png")
+    if out.is_dir():
+        raise SimError(f"--out {out} is a folder; give the image's file name (e.g. {out / (args.kind + '.png')})")
     kind = args.kind
     if kind in ("roofline", "breakdown"):
         results = [read_run_json(p) for p in args.results]

@@ -23,6 +23,17 @@ def read_run_json(path: str) -> dict:
         raise SimError(f"{path}: not a JSON result from `sim run --json` ({exc})") from None
     if not isinstance(data, dict) or "ops" not in data:
         raise SimError(f"{path}: not a result of `sim run --json` (no 'ops')")
+    ops = data["ops"]
+    if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+        raise SimError(f"{path}: 'ops' must be a list of op objects, as `sim run --json` writes it; got "
+                       f"{type(ops).__name__}" + (" items that are not objects" if isinstance(ops, list) else ""))
+    for i, o in enumerate(ops):
+        missing = [k for k in ("op", "kind", "seconds") if k not in o]
+        if missing:
+            raise SimError(f"{path}: ops.{i} has no {', '.join(repr(k) for k in missing)} (every op of "
+                           "`sim run --json` has op, kind and seconds)")
+        if isinstance(o["seconds"], bool) or not isinstance(o["seconds"], (int, float)):
+            raise SimError(f"{path}: ops.{i}.seconds must be a number, got {o['seconds']!r}")
     return data
 
 
