@@ -143,3 +143,27 @@ def test_plot_out_naming_a_folder(tmp_path):
     # was exit 0: "wrote DIR" while the image went to DIR.png
     refused(sim("plot", "pareto", str(table), "--out", str(tmp_path)), f"--out {tmp_path} is a folder")
     assert not Path(str(tmp_path) + ".png").exists()
+
+
+# --------------------------------------------------------------------------- values no chip or model has
+
+
+def test_a_chip_clock_of_1e_minus_300_mhz(tmp_path):
+    f = tmp_path / "chip.yaml"
+    f.write_text((ROOT / "arch_configs" / "scalesim_32x32.yaml").read_text().replace("clock_mhz: 1000",
+                                                                                     "clock_mhz: 1e-300"))
+    refused(sim("show", str(f)), "chip.yaml:15: clock_mhz", "greater than or equal to 1")  # was exit 0: 2e-303 TFLOPS
+
+
+def test_a_dram_pin_rate_of_1e_minus_300(tmp_path):
+    refused(sim("show", "scalesim_32x32", "--set", "memory.levels.dram.data_rate_gbps_per_pin=1e-300"),
+            "memory.levels.1.data_rate_gbps_per_pin", "0.001")
+
+
+def test_a_model_of_a_hundred_million_layers(tmp_path):
+    f = tmp_path / "big.yaml"
+    f.write_text((ROOT / "workloads" / "tiny.yaml").read_text().replace("num_layers: 2", "num_layers: 100000000"))
+    # was a run past any timeout (the engine walks the layers one by one)
+    refused(sim("run", "npu_128x128", str(f), "--phase", "prefill", "--prompt-len", "16"), "big.yaml:7: num_layers",
+            "10000")
+    refused(sim("run", "npu_128x128", "tiny", "--model-set", "num_layers=100000000"), "num_layers", "10000")

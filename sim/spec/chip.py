@@ -176,7 +176,7 @@ class ChipSpec(_Spec):
     schema_version: Literal[1]
     name: Name
     description: Annotated[str, Strict()] = ""
-    clock_mhz: _num(gt=0, le=100_000)
+    clock_mhz: _num(ge=1, le=100_000)  # 1 MHz .. 100 GHz (1e-300 MHz gave 2e-303 TFLOPS, accepted)
     cores: CoresSpec
     memory: MemorySpec
     noc: NocSpec

@@ -144,7 +144,7 @@ class DramLevel(_Spec):
     channels: _int(1, 1 << 16)
     pseudo_channels_per_channel: _int(1, 64) = 1
     bus_width_bits: _int(1, 4096)
-    data_rate_gbps_per_pin: _num(gt=0, le=100)
+    data_rate_gbps_per_pin: _num(ge=0.001, le=100)  # 1 Mb/s .. 100 Gb/s per pin
     burst_length: _int(1, 256)
     banks_per_pseudo_channel: _int(1, 1 << 12)
     row_buffer_bytes: _int(1, 1 << 24)

@@ -22,7 +22,7 @@ Conventions
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
@@ -40,7 +40,7 @@ class ModelSpec(BaseModel):
     source: str = Field("", description="where the numbers come from (config.json URL, paper table)")
 
     hidden_size: PositiveInt
-    num_layers: PositiveInt
+    num_layers: Annotated[int, Field(ge=1, le=10_000)]  # the engine walks layers one by one: 10^8 ran for ever
     num_heads: PositiveInt
     num_kv_heads: PositiveInt | None = None
     head_dim: PositiveInt | None = None
