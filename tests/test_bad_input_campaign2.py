@@ -167,3 +167,16 @@ def test_a_model_of_a_hundred_million_layers(tmp_path):
     refused(sim("run", "npu_128x128", str(f), "--phase", "prefill", "--prompt-len", "16"), "big.yaml:7: num_layers",
             "10000")
     refused(sim("run", "npu_128x128", "tiny", "--model-set", "num_layers=100000000"), "num_layers", "10000")
+
+
+# --------------------------------------------------------------------------- sim run options
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--phase", "decode", "--context-len", "-1"], ["--context-len must be >= 0"]),  # was 'Sequence: past_tokens ...'
+    (["--phase", "decode", "--draft-tokens", "-1"], ["--draft-tokens must be >= 0"]),  # was '... new_tokens >= 1, got 0'
+    (["--new-tokens", "0"], ["--new-tokens must be >= 1"]),  # was 'new_tokens must be >= 1', no option named
+    (["--top", "0"], ["--top must be >= 1"]),  # was exit 0 with an empty table
+])
+def test_bad_run_options_name_the_option(args, needles):
+    refused(sim("run", "npu_128x128", "tiny", *args), *needles)

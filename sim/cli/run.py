@@ -59,6 +59,15 @@ def _checked_chip(args):
         v = getattr(args, opt, None)
         if v is not None and v < (0 if opt == "new_tokens" else 1):
             raise SimError(f"--{opt.replace('_', '-')} must be >= {0 if opt == 'new_tokens' else 1}, got {v}")
+    for opt in ("context_len", "draft_tokens"):  # else 'Sequence: past_tokens must be >= 0', naming no option
+        v = getattr(args, opt, None)
+        if v is not None and v < 0:
+            raise SimError(f"--{opt.replace('_', '-')} must be >= 0, got {v}")
+    if getattr(args, "phase", None) == "generate" and args.new_tokens is not None and args.new_tokens < 1:
+        raise SimError(f"--new-tokens must be >= 1 for --phase generate (a prefill alone is --phase prefill), "
+                       f"got {args.new_tokens}")
+    if getattr(args, "top", 1) < 1:
+        raise SimError(f"--top must be >= 1 (ops shown), got {args.top}")
     if args.batch > MAX_BATCH:
         raise SimError(f"--batch {args.batch:,} is above the limit of {MAX_BATCH:,} sequences")
     from sim.apps.single_op import check_limits
