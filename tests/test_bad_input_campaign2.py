@@ -180,3 +180,17 @@ def test_a_model_of_a_hundred_million_layers(tmp_path):
 ])
 def test_bad_run_options_name_the_option(args, needles):
     refused(sim("run", "npu_128x128", "tiny", *args), *needles)
+
+
+# --------------------------------------------------------------------------- sim validate
+
+CASES_HEADER = "kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"
+
+
+def test_validate_whose_every_case_failed_exits_2_naming_the_rows(tmp_path):
+    cases = tmp_path / "cases.csv"
+    cases.write_text(CASES_HEADER + "attention,bf16,,,,1,32,7,128,1,128,0,,,,0.1\n")
+    # was exit 0 with a NaN table and "see the error column", a column it did not print
+    proc = sim("validate", "h200_sxm", str(cases), "-j", "1", "-q", "--out", str(tmp_path / "o"))
+    refused(proc, "cases.csv:2: Attention", "multiple of kv_heads (7)", "all 1 case(s) failed")
+    assert (tmp_path / "o" / "predictions.csv").is_file()  # what was computed is kept

@@ -75,6 +75,14 @@ def run(args) -> int:
         print(pd.DataFrame(table).to_string(index=False), file=sys.stderr if args.json else sys.stdout)
     if summary["failed"]:
         print(f"{summary['failed']} case(s) could not be predicted (see the error column)", file=sys.stderr)
+        failed = df[df["error"].fillna("").astype(str) != ""] if "error" in df else df.iloc[0:0]
+        for _, r in failed.head(5).iterrows():
+            print(f"  {args.cases}:{r['line']}: {r['error']}", file=sys.stderr)
+        if len(failed) > 5:
+            print(f"  ... and {len(failed) - 5} more", file=sys.stderr)
     if args.json:
         print(json.dumps(summary))
+    if len(df) and summary["failed"] >= len(df):  # nothing predicted: not a success (as a sweep whose points all failed)
+        where = f"; predictions.csv in {args.out}" if args.out else ""
+        raise WorkloadError(f"{args.cases}: all {len(df)} case(s) failed to be predicted{where}")
     return 0
