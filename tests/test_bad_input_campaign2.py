@@ -194,3 +194,20 @@ def test_validate_whose_every_case_failed_exits_2_naming_the_rows(tmp_path):
     proc = sim("validate", "h200_sxm", str(cases), "-j", "1", "-q", "--out", str(tmp_path / "o"))
     refused(proc, "cases.csv:2: Attention", "multiple of kv_heads (7)", "all 1 case(s) failed")
     assert (tmp_path / "o" / "predictions.csv").is_file()  # what was computed is kept
+
+
+@pytest.mark.parametrize("old, new, needles", [
+    ("dtypes: [bf16, fp16]", "dtypes: [bf17, fp16]", ["gemm.misaligned.dtypes.0", "unknown number format 'bf17'"]),
+    ("    int8:\n      before:", "    int9:\n      before:", ["gemm.weight_only.int9", "unknown number format 'int9'"]),
+    ("tiles: [256, 128, 64]", "tiles: [0, 128, 64]", ["gemm.sparse_2_4.tiles.0", "greater than or equal to 1"]),
+    ("split_k: [1]", "split_k: []", ["gemm.sparse_2_4.split_k", "at least 1 item"]),
+    ("split_k: [1]", "split_k: [-1]", ["gemm.sparse_2_4.split_k.0", "greater than or equal to 1"]),
+], ids=["format", "weight-only-format", "tile-0", "split-k-empty", "split-k-negative"])
+def test_stack_gemm_rules_that_sim_check_passed(tmp_path, old, new, needles):
+    text = (ROOT / "stacks" / "eager_pytorch.yaml").read_text()
+    assert old in text
+    d = tmp_path / "stacks"
+    d.mkdir()
+    f = d / "eager_pytorch.yaml"
+    f.write_text(text.replace(old, new, 1))
+    refused(sim("check", str(f), "-q"), "eager_pytorch.yaml:", *needles)

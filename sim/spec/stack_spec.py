@@ -9,9 +9,9 @@ is used on that chip, never a silent fallback.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Frozen(BaseModel):
@@ -36,11 +36,30 @@ class AttentionRule(_Frozen):
                                    "lengths) concatenates their outputs (one cat kernel) before the projection")
 
 
+#: a tile side or split-K factor: 1 .. 2^20 (0 or -1 passed `sim check`)
+_Pos = Annotated[int, Field(ge=1, le=1 << 20)]
+
+
+def _known_format(name):
+    """A number format `sim list formats` knows (bf17 in a profile passed `sim check`)."""
+    from sim.errors import UnknownNameError
+    from sim.spec.dtypes import get_format
+
+    try:
+        get_format(name)
+    except UnknownNameError as exc:
+        raise ValueError(str(exc)) from None
+    return name
+
+
+_Format = Annotated[str, AfterValidator(_known_format)]
+
+
 class MisalignedGemmRule(_Frozen):
     """16-bit GEMMs whose row strides are not aligned for the main kernels' loads."""
 
     align_elements: int = Field(ge=1, description="k and n must be multiples of this for the main path")
-    dtypes: tuple[str, ...] = ("bf16", "fp16")
+    dtypes: tuple[_Format, ...] = ("bf16", "fp16")
     even_array: str = Field(description="array of the kernels for even (but misaligned) strides")
     odd_array: str = Field(description="array of the kernels for odd strides")
 
@@ -50,8 +69,9 @@ class Sparse24GemmRule(_Frozen):
 
     row_multiple: int = Field(ge=1, description="the input's rows are padded to a multiple of this "
                                                 "(a fill and a copy of the padded input)")
-    tiles: tuple[int, int, int] | None = Field(default=None, description="the library's only (m, n, k) tile")
-    split_k: tuple[int, ...] | None = Field(default=None, description="split-K factors the library uses")
+    tiles: tuple[_Pos, _Pos, _Pos] | None = Field(default=None, description="the library's only (m, n, k) tile")
+    split_k: tuple[_Pos, ...] | None = Field(default=None, min_length=1,
+                                             description="split-K factors the library uses")
 
 
 _EXPR_NAMES_DOC = ("n: elements of the unit the rule splits (rope: q or k; per expert: the op's elements over the "
@@ -191,11 +211,11 @@ class WeightOnlyGemmRule(_Frozen):
 
 
 class GemmRule(_Frozen):
-    dtype_arrays: dict[str, str] = Field(default_factory=dict,
+    dtype_arrays: dict[_Format, str] = Field(default_factory=dict,
                                          description="number format -> array its GEMMs run on")
     misaligned: MisalignedGemmRule | None = None
     sparse_2_4: Sparse24GemmRule | None = None
-    weight_only: dict[str, WeightOnlyGemmRule] = Field(
+    weight_only: dict[_Format, WeightOnlyGemmRule] = Field(
         default_factory=dict, description="weight format of a weight-only GEMM (bf16 activations) -> the "
                                           "kernels around it")
 
