@@ -211,3 +211,30 @@ def test_stack_gemm_rules_that_sim_check_passed(tmp_path, old, new, needles):
     f = d / "eager_pytorch.yaml"
     f.write_text(text.replace(old, new, 1))
     refused(sim("check", str(f), "-q"), "eager_pytorch.yaml:", *needles)
+
+
+@pytest.mark.parametrize("args, needles", [
+    # these said "max_batch: ..." / "length distribution: ...", naming no option (or not the file)
+    (["--max-batch", "0"], ["--max-batch must be >= 1"]),
+    (["--kv-link-gb-per-s", "nan"], ["--kv-link-gb-per-s"]),
+    (["--slo-ttft-ms", "-1"], ["--slo-ttft-ms"]),
+    (["--prompt", "0"], ["--prompt 0: length distribution"]),
+    (["--output", "uniform:0:0"], ["--output uniform:0:0:"]),
+])
+def test_serve_errors_name_the_option(args, needles):
+    refused(sim(*SERVE, "--num-requests", "4", *args), *needles)
+
+
+def test_serve_length_file_errors_name_the_file(tmp_path):
+    lens = tmp_path / "lens.txt"
+    lens.write_text("16\n-3\n")
+    refused(sim(*SERVE, "--num-requests", "4", "--prompt", f"file:{lens}"), f"--prompt file:{lens}:")
+
+
+@pytest.mark.parametrize("cmd", [
+    ["gemm", "scalesim_32x32", "--m", "8", "--k", "8", "--n", "8", "--weight-dtype", "int3"],
+    ["run", "npu_128x128", "tiny", "--weight-dtype", "int3"],
+    ["serve", "npu_128x128", "tiny", "--weight-dtype", "int3"],
+], ids=["gemm", "run", "serve"])
+def test_an_unknown_number_format_names_its_option(cmd):
+    refused(sim(*cmd), "--weight-dtype: unknown number format 'int3'")

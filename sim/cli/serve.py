@@ -5,6 +5,7 @@ import math
 import sys
 
 from sim.errors import SimError, WorkloadError
+from sim.cli._common import check_formats
 from sim.spec.registry import load_chip
 
 #: printed summary keys, in order
@@ -17,7 +18,16 @@ _SHOWN = ("requests", "finished", "dropped", "unfinished", "ttft_p50_s", "ttft_p
 
 
 def parse_lengths(text: str, what: str):
-    """``N`` (fixed), ``uniform:LOW:HIGH``, ``lognormal:MEDIAN:SIGMA[:LOW:HIGH]``, ``file:PATH[:COLUMN]``."""
+    """``N`` (fixed), ``uniform:LOW:HIGH``, ``lognormal:MEDIAN:SIGMA[:LOW:HIGH]``, ``file:PATH[:COLUMN]``;
+    every error names the option and its text (``--prompt file:lens.txt: ...``)."""
+    try:
+        return _parse_lengths(text, what)
+    except SimError as exc:
+        msg = str(exc)
+        raise WorkloadError(msg if msg.startswith(f"--{what}") else f"--{what} {text}: {msg}") from None
+
+
+def _parse_lengths(text: str, what: str):
     from sim.apps.serving.workload import LengthDist
 
     t = str(text).strip()
@@ -160,6 +170,16 @@ def _check_args(args) -> None:
             bad(flag, v, ">= 0")
     if args.speculative_k > 64:
         bad("--speculative-k", args.speculative_k, "at most 64 drafted tokens per step")
+    for flag, v, low in (("--replicas", args.replicas, 1), ("--tensor-parallel", args.tensor_parallel, 1),
+                         ("--max-batch", args.max_batch, 1), ("--token-budget", args.token_budget, 1),
+                         ("--block-tokens", args.block_tokens, 1), ("--kv-capacity-tokens", args.kv_capacity_tokens, 1),
+                         ("--max-queue", args.max_queue, 0), ("--prefill-replicas", args.prefill_replicas, 1)):
+        if v is not None and v < low:
+            bad(flag, v, f">= {low}")
+    for flag, v in (("--kv-link-gb-per-s", args.kv_link_gb_per_s), ("--slo-ttft-ms", args.slo_ttft_ms),
+                    ("--slo-tpot-ms", args.slo_tpot_ms)):
+        if v is not None and not (finite(v) and v > 0):
+            bad(flag, v, "a finite number > 0")
     for flag, v in (("--timeout-ms", args.timeout_ms), ("--drain", args.drain),
                     ("--price-per-chip-hour", args.price_per_chip_hour)):
         if v is not None and not (finite(v) and v >= 0):
@@ -186,6 +206,7 @@ def run(args) -> int:
     from sim.apps.serving import serve
 
     _check_args(args)
+    check_formats(args)
     if args.trace:
         _check_trace(args.trace)
     chip = load_chip(args.chip, overrides=args.set or [])
