@@ -53,3 +53,19 @@ def note(args, msg: str) -> None:
     """A remark on stderr (a default chosen, a fallback taken); silent under ``-q``."""
     if not getattr(args, "quiet", False):
         print(f"note: {msg}", file=sys.stderr)
+
+
+def check_formats(args) -> None:
+    """--dtype / --weight-dtype / --kv-dtype: an unknown number format is named with its option
+    (the bare "unknown number format 'int9'" does not say which of the three it was)."""
+    from sim.errors import UnknownNameError
+    from sim.spec.dtypes import get_format
+
+    for opt in ("dtype", "weight_dtype", "kv_dtype"):
+        v = getattr(args, opt, None)
+        if v is None:
+            continue
+        try:
+            get_format(v)
+        except UnknownNameError as exc:
+            raise SimError(f"--{opt.replace('_', '-')}: {exc}") from None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from sim.cli._common import chip_from_args, chip_options, note, print_kv
+from sim.cli._common import check_formats, chip_from_args, chip_options, note, print_kv
 from sim.ir.results import _json_default
 
 
@@ -36,6 +36,7 @@ def run(args) -> int:
     from sim.apps.inference import DEFAULT_DTYPES, default_dtype
     from sim.apps.single_op import simulate_gemm
 
+    check_formats(args)
     chip = chip_from_args(args)
     dtype = args.dtype
     if dtype is None:  # as `sim run` does: the first usual format the chip computes

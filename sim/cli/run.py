@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sim.cli._common import print_kv, print_table
+from sim.cli._common import check_formats, print_kv, print_table
 from sim.errors import SimError
 from sim.ir.results import _json_default
 from sim.spec.registry import load_chip
@@ -68,6 +68,7 @@ def _checked_chip(args):
                        f"got {args.new_tokens}")
     if getattr(args, "top", 1) < 1:
         raise SimError(f"--top must be >= 1 (ops shown), got {args.top}")
+    check_formats(args)
     if args.batch > MAX_BATCH:
         raise SimError(f"--batch {args.batch:,} is above the limit of {MAX_BATCH:,} sequences")
     from sim.apps.single_op import check_limits
