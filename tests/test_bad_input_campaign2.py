@@ -238,3 +238,10 @@ def test_serve_length_file_errors_name_the_file(tmp_path):
 ], ids=["gemm", "run", "serve"])
 def test_an_unknown_number_format_names_its_option(cmd):
     refused(sim(*cmd), "--weight-dtype: unknown number format 'int3'")
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_gemm_row_length_below_one(value):
+    # was exit 0: the value was taken silently
+    refused(sim("gemm", "scalesim_32x32", "--m", "8", "--k", "8", "--n", "8", "--row-length", value),
+            "--row-length must be >= 1")

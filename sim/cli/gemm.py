@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from sim.cli._common import check_formats, chip_from_args, chip_options, note, print_kv
+from sim.errors import SimError
 from sim.ir.results import _json_default
 
 
@@ -37,6 +38,8 @@ def run(args) -> int:
     from sim.apps.single_op import simulate_gemm
 
     check_formats(args)
+    if args.row_length is not None and args.row_length < 1:  # was taken silently (0, -1)
+        raise SimError(f"--row-length must be >= 1 (weights per PE row segment), got {args.row_length}")
     chip = chip_from_args(args)
     dtype = args.dtype
     if dtype is None:  # as `sim run` does: the first usual format the chip computes
