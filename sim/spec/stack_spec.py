@@ -13,6 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sim.errors import UnknownNameError
+from sim.spec.dtypes import get_format
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,9 +45,6 @@ _Pos = Annotated[int, Field(ge=1, le=1 << 20)]
 
 def _known_format(name):
     """A number format `sim list formats` knows (bf17 in a profile passed `sim check`)."""
-    from sim.errors import UnknownNameError
-    from sim.spec.dtypes import get_format
-
     try:
         get_format(name)
     except UnknownNameError as exc:
