@@ -4,36 +4,12 @@ naming the file, line and key (or the option) - never an internal error, a hang 
 nonsense result."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SECONDS = 45  # interpreter start and imports included; generous for a loaded 2-core machine
-
-
-def sim(*args: str, cwd=ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("SIM_DEBUG", None)
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=timeout)
-    proc.seconds = time.monotonic() - t0  # type: ignore[attr-defined]
-    return proc
-
-
-def refused(proc, *needles: str) -> None:
-    """Exit 2, no traceback, no internal error, quickly, and every needle in stderr."""
-    err = proc.stderr
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], err[-2000:])
-    assert "Traceback" not in err and "internal error" not in err, err
-    assert proc.seconds < SECONDS, proc.seconds
-    for n in needles:
-        assert n in err, (n, err)
+# the CLI runner and the refusal check of the first campaign (tests/ is on the path under pytest)
+from test_bad_input import ROOT, SECONDS, refused, sim  # noqa: F401
 
 
 # --------------------------------------------------------------------------- stack profiles
