@@ -69,6 +69,25 @@ def test_trace_that_is_not_utf8(tmp_path):
     refused(sim(*SERVE, "--trace", str(trace)), "trace.csv:2: not UTF-8")
 
 
+def test_trace_values_that_are_no_numbers_and_repeated_columns(tmp_path):
+    """A JSONL ``true`` read as 1 token, NaN or infinite fields, a column given twice (the last
+    silently won): each refused with the trace's file and line."""
+    from sim.apps.serving import load_trace
+    from sim.errors import WorkloadError
+
+    cases = {"t.jsonl": ('{"arrival_s": 0.1, "prompt_tokens": true, "output_tokens": 4}\n', "t.jsonl:1", "True"),
+             "nan.csv": ("arrival_s,prompt_tokens,output_tokens\n0.1,nan,5\n", "nan.csv:2", "finite"),
+             "inf.csv": ("arrival_s,prompt_tokens,output_tokens\ninf,5,5\n", "inf.csv:2", "arrival_s"),
+             "dup.csv": ("arrival_s,prompt_tokens,arrival_s,output_tokens\n0.1,5,0.2,5\n", "dup.csv:1", "twice")}
+    for name, (text, where, what) in cases.items():
+        f = tmp_path / name
+        f.write_text(text)
+        with pytest.raises(WorkloadError) as e:
+            load_trace(f)
+        assert where in str(e.value) and what in str(e.value), (name, str(e.value))
+    refused(sim(*SERVE, "--trace", str(tmp_path / "dup.csv")), "dup.csv:1", "twice")
+
+
 # --------------------------------------------------------------------------- sweep specs and options
 
 SWEEP = "name: t\nchip: scalesim_32x32\nworkloads: [{name: g, kind: gemm, m: 8, k: 8, n: 8, dtype: int8, memory: ideal}]\n"

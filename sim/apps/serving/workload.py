@@ -185,20 +185,27 @@ def _row_to_request(i: int, row: dict[str, Any], where: str) -> Request:
         if f not in row or row[f] in (None, ""):
             raise WorkloadError(f"{where}: field {f!r} is missing (a trace needs {', '.join(_FIELDS)}; "
                                 "optional prefix_id, prefix_tokens)")
-    try:
-        arr = float(row["arrival_s"])
-    except (TypeError, ValueError):
-        raise WorkloadError(f"{where}: field 'arrival_s' is not a number: {row['arrival_s']!r}") from None
+    def number(f, v) -> float:
+        # JSON true/false are not numbers (float(True) would read as 1 token); NaN and
+        # infinities are no time and no token count
+        if isinstance(v, bool):
+            raise WorkloadError(f"{where}: field {f!r} is not a number: {v!r}")
+        try:
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise WorkloadError(f"{where}: field {f!r} is not a number: {v!r}") from None
+        if not math.isfinite(fv):
+            raise WorkloadError(f"{where}: field {f!r} must be a finite number, got {v!r}")
+        return fv
+
+    arr = number("arrival_s", row["arrival_s"])
     vals = {}
     for f in ("prompt_tokens", "output_tokens", "prefix_tokens"):
         v = row.get(f)
         if f == "prefix_tokens" and v in (None, ""):
             vals[f] = None
             continue
-        try:
-            fv = float(v)
-        except (TypeError, ValueError):
-            raise WorkloadError(f"{where}: field {f!r} is not a number: {v!r}") from None
+        fv = number(f, v)
         if fv != int(fv):
             raise WorkloadError(f"{where}: field {f!r} must be a whole number, got {v!r}")
         vals[f] = int(fv)
@@ -238,6 +245,11 @@ def load_trace(path: str | Path) -> tuple[Request, ...]:
             reader = csv.DictReader(f)
             if reader.fieldnames is None:
                 raise WorkloadError(f"{p}: empty trace")
+            seen = set()
+            for c in reader.fieldnames:
+                if c in seen:
+                    raise WorkloadError(f"{p}:1: column {c!r} appears twice in the header")
+                seen.add(c)
             missing = [c for c in _FIELDS if c not in reader.fieldnames]
             if missing:
                 raise WorkloadError(f"{p}:1: field {missing[0]!r} is missing from the header "
