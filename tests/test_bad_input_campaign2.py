@@ -240,3 +240,16 @@ def test_gemm_row_length_below_one(value):
     # was exit 0: the value was taken silently
     refused(sim("gemm", "scalesim_32x32", "--m", "8", "--k", "8", "--n", "8", "--row-length", value),
             "--row-length must be >= 1")
+
+
+def test_chip_and_model_names_that_lead_out_of_a_folder(tmp_path):
+    """A chip or model name becomes part of result and cache file names (the serving grid's
+    cache is <chip>-<model>-<key>.json): ``../../etc/passwd`` and a leading '.' are refused."""
+    chip = tmp_path / "chip.yaml"
+    chip.write_text((ROOT / "arch_configs" / "scalesim_32x32.yaml").read_text()
+                    .replace("name: scalesim_32x32", "name: ../../etc/passwd", 1))
+    refused(sim("check", str(chip)), "chip.yaml:", "name: a name is used in file names")
+    model = tmp_path / "model.yaml"
+    model.write_text((ROOT / "workloads" / "tiny.yaml").read_text().replace("name: tiny", "name: .hidden", 1))
+    refused(sim("check", str(model)), "model.yaml:", "name: a name is used in file names")
+

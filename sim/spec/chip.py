@@ -37,7 +37,7 @@ from sim.spec.compute_spec import DATAFLOWS, ArraySpec, CoresSpec, Dataflow, Vec
 from sim.spec.dtypes import RATE_CLASSES
 from sim.spec.mapping_spec import KernelSpec, MappingSpec, kernel_entry
 from sim.spec.memory_spec import DramLevel, MemoryLevel, MemorySpec, RegistersLevel, SramLevel, SramPartition
-from sim.spec.spec_base import (EnergyPj, Flag, Name, NodeNm, RateClass, _int, _num, _rule_errors, _Spec,
+from sim.spec.spec_base import (EnergyPj, FileSafeName, Flag, Name, NodeNm, RateClass, _int, _num, _rule_errors, _Spec,
                                 resolve_rate_class)
 
 __all__ = [
@@ -174,7 +174,7 @@ class ChipSpec(_Spec):
     """A whole chip, as described by one ``arch_configs/*.yaml`` file."""
 
     schema_version: Literal[1]
-    name: Name
+    name: FileSafeName
     description: Annotated[str, Strict()] = ""
     clock_mhz: _num(ge=1, le=100_000)  # 1 MHz .. 100 GHz (1e-300 MHz gave 2e-303 TFLOPS, accepted)
     cores: CoresSpec

@@ -27,6 +27,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from sim.spec.dtypes import get_format
+from sim.spec.spec_base import FileSafeName
 
 
 class ModelSpec(BaseModel):
@@ -35,7 +36,7 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal[1] = 1
-    name: str
+    name: FileSafeName
     description: str = ""
     source: str = Field("", description="where the numbers come from (config.json URL, paper table)")
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, Strict, ValidationError
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, Strict,
+                      ValidationError)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sim.errors import UnknownNameError
@@ -45,6 +46,17 @@ def _non_empty(value: Any) -> Any:
 NonEmpty = BeforeValidator(_non_empty)
 _BIG = 1 << 30
 Name = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
+
+
+def _file_safe(value: str) -> str:
+    """A name that becomes part of file names (result and cache files): no path separator,
+    no control character, no leading '.' (``name: ../../x`` wrote outside the cache folder)."""
+    if value.startswith(".") or any(c in value for c in "/\\") or any(ord(c) < 32 for c in value):
+        raise ValueError("a name is used in file names: no '/', '\\', control characters or leading '.'")
+    return value
+
+
+FileSafeName = Annotated[Name, AfterValidator(_file_safe)]
 Flag = Annotated[bool, Strict()]
 EnergyPj = _num(ge=0, le=1e6)  # picojoules per byte / per op
 NodeNm = _num(gt=0, le=1000)  # process node in nanometres
