@@ -253,3 +253,8 @@ def test_chip_and_model_names_that_lead_out_of_a_folder(tmp_path):
     model.write_text((ROOT / "workloads" / "tiny.yaml").read_text().replace("name: tiny", "name: .hidden", 1))
     refused(sim("check", str(model)), "model.yaml:", "name: a name is used in file names")
 
+
+def test_a_draft_model_that_does_not_exist_is_named_without_drafted_tokens():
+    """--draft-model nomodel passed silently with --speculative-k 0 (the default)."""
+    refused(sim(*SERVE, "--draft-model", "nomodel"), "--draft-model", "unknown model 'nomodel'")
+
