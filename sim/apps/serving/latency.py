@@ -40,9 +40,9 @@ source) and stored as JSON under ``$SIM_CACHE_DIR/serving`` (default
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import json
-import dataclasses
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,7 +55,8 @@ from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, 
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
-#: bump when the meaning of a stored grid point changes (4: points carry their kernel count)
+#: bump when the meaning of a stored grid point changes (4: points carry their kernel count;
+#: 5: and their attention calls)
 TABLE_VERSION = 5
 #: which iterations replay a captured CUDA graph (the rest are launched eagerly, kernel by kernel)
 GRAPH_POLICIES = ("all", "decode", "none")
