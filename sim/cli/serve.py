@@ -194,29 +194,11 @@ def _check_args(args) -> None:
             bad(flag, v, "a finite number >= 0")
 
 
-def _check_trace(path) -> None:
-    """A trace that is not UTF-8 text: named with its line, before the replay reads it."""
-    from pathlib import Path
-
-    p = Path(path)
-    if not p.is_file():
-        return  # the replay names a missing file itself
-    with open(p, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise WorkloadError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
-                                    f"{exc.start + 1}); save the trace as UTF-8 CSV or JSONL") from None
-
-
 def run(args) -> int:
     from sim.apps.serving import serve
 
     _check_args(args)
     check_formats(args)
-    if args.trace:
-        _check_trace(args.trace)
     chip = load_chip(args.chip, overrides=args.set or [])
     try:
         alpha = [float(a) for a in str(args.alpha).split(",")]

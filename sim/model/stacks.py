@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
@@ -37,7 +36,7 @@ from sim.errors import ConfigError, ConfigProblem, MappingError, UnknownNameErro
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.spec.dtypes import get_format
 from sim.spec.loader import load_model
-from sim.spec.stack_spec import StackSpec, StepKernel
+from sim.spec.stack_spec import EXPRESSION_BINOPS, StackSpec, StepKernel
 
 __all__ = ["DEFAULT_STACK", "Kernel", "StackSpec", "chip_stack", "kernels", "list_stacks", "load_stack",
            "lower_trace"]
@@ -124,8 +123,6 @@ def _elem_bytes(dtype: str | None) -> int:
     return max(1, get_format(dtype or "bf16").bits // 8)
 
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv}
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,8 +143,8 @@ def _eval(expr, env: dict, where: str) -> float:
                 raise MappingError(f"stack kernel {where}: {expr!r} names {node.id!r}, which this op does not "
                                    f"give (it gives: {', '.join(sorted(env))})")
             return float(env[node.id])
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.BinOp) and type(node.op) in EXPRESSION_BINOPS:
+            return EXPRESSION_BINOPS[type(node.op)](ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -ev(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") \

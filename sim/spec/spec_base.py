@@ -48,10 +48,16 @@ _BIG = 1 << 30
 Name = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
 
 
+def is_file_safe(value: str) -> bool:
+    """Whether a name can be part of a file or folder name without leading out of its folder:
+    no path separator, no control character, no leading '.'."""
+    return not (value.startswith(".") or any(c in value for c in "/\\") or any(ord(c) < 32 for c in value))
+
+
 def _file_safe(value: str) -> str:
-    """A name that becomes part of file names (result and cache files): no path separator,
-    no control character, no leading '.' (``name: ../../x`` wrote outside the cache folder)."""
-    if value.startswith(".") or any(c in value for c in "/\\") or any(ord(c) < 32 for c in value):
+    """A name that becomes part of file names (result and cache files; ``name: ../../x`` wrote
+    outside the cache folder)."""
+    if not is_file_safe(value):
         raise ValueError("a name is used in file names: no '/', '\\', control characters or leading '.'")
     return value
 

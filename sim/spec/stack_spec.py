@@ -9,6 +9,9 @@ is used on that chip, never a silent fallback.
 """
 from __future__ import annotations
 
+import ast
+import math
+import operator
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -108,16 +111,16 @@ class StepKernel(_Frozen):
         return out - {"max", "min"}
 
 
-_EXPR_OPS = ("Add", "Sub", "Mult", "Div", "FloorDiv")
+#: the binary operators of a profile expression, and what each computes (sim.model.stacks evaluates
+#: with this table; the check below admits exactly these)
+EXPRESSION_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
 
 
 def _check_expression(v):
     """A kernel's byte / element expression as the lowering evaluates it (sim.model.stacks._eval):
     a finite number >= 0, or + - * / // ( ) max min over names; anything else is refused here,
     when the profile is read, instead of failing (or running Python) when an op is lowered."""
-    import ast
-    import math
-
     if v is None:
         return v
     if not isinstance(v, str):
@@ -139,8 +142,8 @@ def _check_expression(v):
             return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
         if isinstance(node, ast.Name):
             return True
-        if isinstance(node, ast.BinOp) and type(node.op).__name__ in _EXPR_OPS:
-            if type(node.op).__name__ in ("Div", "FloorDiv") and isinstance(node.right, ast.Constant) \
+        if isinstance(node, ast.BinOp) and type(node.op) in EXPRESSION_BINOPS:
+            if isinstance(node.op, (ast.Div, ast.FloorDiv)) and isinstance(node.right, ast.Constant) \
                     and node.right.value == 0:
                 raise ValueError(f"{v!r} divides by zero")
             return ok(node.left) and ok(node.right)

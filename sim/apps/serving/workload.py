@@ -14,6 +14,7 @@ one per line or a CSV column).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass
@@ -227,35 +228,40 @@ def load_trace(path: str | Path) -> tuple[Request, ...]:
     p = Path(path)
     if not p.exists():
         raise WorkloadError(f"trace {p} does not exist")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].split(b"\n")
+        raise WorkloadError(f"{p}:{len(line)}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                            f"{len(line[-1]) + 1}); save the trace as UTF-8 CSV or JSONL") from None
     rows: list[tuple[str, dict]] = []
     if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        with p.open() as f:
-            for ln, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise WorkloadError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
-                if not isinstance(obj, dict):
-                    raise WorkloadError(f"{p}:{ln}: each line must be a JSON object")
-                rows.append((f"{p}:{ln}", obj))
+        for ln, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise WorkloadError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{p}:{ln}: each line must be a JSON object")
+            rows.append((f"{p}:{ln}", obj))
     else:
-        with p.open(newline="") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None:
-                raise WorkloadError(f"{p}: empty trace")
-            seen = set()
-            for c in reader.fieldnames:
-                if c in seen:
-                    raise WorkloadError(f"{p}:1: column {c!r} appears twice in the header")
-                seen.add(c)
-            missing = [c for c in _FIELDS if c not in reader.fieldnames]
-            if missing:
-                raise WorkloadError(f"{p}:1: field {missing[0]!r} is missing from the header "
-                                    f"(found {', '.join(reader.fieldnames)})")
-            for ln, row in enumerate(reader, start=2):
-                rows.append((f"{p}:{ln}", row))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if reader.fieldnames is None:
+            raise WorkloadError(f"{p}: empty trace")
+        seen = set()
+        for c in reader.fieldnames:
+            if c in seen:
+                raise WorkloadError(f"{p}:1: column {c!r} appears twice in the header")
+            seen.add(c)
+        missing = [c for c in _FIELDS if c not in reader.fieldnames]
+        if missing:
+            raise WorkloadError(f"{p}:1: field {missing[0]!r} is missing from the header "
+                                f"(found {', '.join(reader.fieldnames)})")
+        for ln, row in enumerate(reader, start=2):
+            rows.append((f"{p}:{ln}", row))
     if not rows:
         raise WorkloadError(f"{p}: the trace has no requests")
     reqs = [_row_to_request(i, row, where) for i, (where, row) in enumerate(rows)]

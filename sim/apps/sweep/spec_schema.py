@@ -20,6 +20,7 @@ from sim.apps.serving.schedulers import SCHEDULERS
 from sim.apps.serving.workload import LengthDist
 from sim.errors import ConfigError
 from sim.spec.loader import parse_override
+from sim.spec.spec_base import is_file_safe
 
 Scalar = Union[bool, int, float, str]
 
@@ -253,7 +254,7 @@ class SweepSpec(BaseModel):
     @classmethod
     def _plain_name(cls, v):
         # the default results folder is reports/sweeps/NAME: a name must not lead out of it
-        if v is not None and ("/" in v or "\\" in v or v.startswith(".") or "\0" in v):
+        if v is not None and not is_file_safe(v):
             raise ValueError(f"a sweep name is a plain folder name (no '/', '\\' or leading '.'), got {v!r}")
         return v
 
