@@ -26,6 +26,19 @@ MIN_SAMPLE_ROUNDS = FIDELITY["high"]["min_sample_rounds"]
 STEADY_TOLERANCE = 0.05
 #: at most this many times the samples are doubled while looking for a steady state
 MAX_DOUBLINGS = 2
+#: a problem whose samples never reached a steady state is simulated in full when its whole
+#: work (DRAM chunks or core tile steps, as :func:`extrapolation_plan` estimates it) is at
+#: most this; a larger one is extrapolated from its largest samples and flagged
+#: (``steady: false``, the run's ``unsteady_extrapolated_share``).  Measured on the 2-core
+#: build machine (2026-12-04, Llama-3-8B 2k prefill): unsteady extrapolations missed the
+#: full simulation by -36 .. +41 % (tpu_v1 mlp.down +27.9 %, edge_npu mlp.down +40.6 % and
+#: causal attn.core -28.5 / -35.8 %, h200_sxm mlp.gate_up -5.2 %, silu +3.6 %), and the full
+#: runs of those ops (work 4.6e5 - 8.3e6) took 0.05 - 2.7 s.  Above it full runs take 3 - 16 s
+#: (Llama-3-70B TP8 4k-prefill ops on h200_sxm, work 1.0e7 - 2.5e7), where the unsteady
+#: extrapolations missed by -8.4 .. +7.6 % (vector ops) and by under 0.1 % (the GEMMs);
+#: sliding the samples further (spacing doubled, each sample up to 2e6 of work) settled
+#: few of them there and made that run 28 % slower, so it is not done
+UNSTEADY_FULL_WORK = 10_000_000
 #: a cyclic problem whose full simulation would walk more DRAM chunks (or core steps) than
 #: this is never simulated in full: when whole raster periods of waves do not fit in its
 #: samples, it is sampled in whole waves anyway, and the result says so
@@ -45,6 +58,7 @@ class DimPlan:
     round_size: int
     rounds: int
     samples: tuple[int, int]
+    work: float = 0.0   # the whole problem's work (DRAM chunks or core tile steps)
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class WavePlan:
     waves: int
     samples: tuple[int, int]
     period_aligned: bool = True
+    work: float = 0.0   # the whole problem's work (DRAM chunks or core tile steps)
 
 
 def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
@@ -134,11 +149,12 @@ def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
         w1 = max(fid["min_sample_rounds"][0], period)
         w2 = int(max(w1 + period, fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
         if 4 * w2 <= waves:
-            return WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2))
+            return WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), work=work)
         w1 = fid["min_sample_rounds"][0]
         w2 = int(max(fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
         if work > HUGE_WORK and 4 * w2 <= waves:
-            unaligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), period_aligned=False)
+            unaligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), period_aligned=False,
+                                 work=work)
     best = None
     for dim, (rs, rounds) in _rounds(prob, mapping, bool(chip.memory.chip_srams)).items():
         if rounds >= 4 * fid["min_sample_rounds"][1] and (best is None or rounds > best[2]):
@@ -148,7 +164,7 @@ def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
     dim, rs, rounds = best
     r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
     r1 = max(fid["min_sample_rounds"][0], r2 // 4)
-    return DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2))
+    return DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2), work=work)
 
 
 def _dram_stats(run: KernelRun) -> np.ndarray:
@@ -171,51 +187,44 @@ def _slope(x: KernelRun, y: KernelRun, rx: int, ry: int, key: str) -> float:
     return (vy - vx) / (ry - rx)
 
 
-def _steady_samples(run, total: int, samples: tuple[int, int], check: bool):
-    """The two samples to extrapolate from: (b, c, r2, r3, steady), or None when the
-    problem is too short for a third sample (simulate it in full).
-
-    Three equally spaced samples r1 < r2 < r3 are run; if the slope over (r1, r2) and over
-    (r2, r3) differ by more than STEADY_TOLERANCE in time or DRAM bytes, the samples are
-    doubled (caches warming up, reuse not yet periodic) until they agree or reach half
-    the problem.  ``steady`` is True, False (never steady: the largest samples) or None
-    (``check`` off: a straight line through the first two samples)."""
-    r1, r2 = samples
-    a, b = run(r1), run(r2)
-    if not check:
-        # fast fidelity: a straight line through two samples, the steady state unchecked
-        return a, b, r1, r2, None
-    c = None
-    doublings = 0
-    while True:
-        r3 = 2 * r2 - r1
-        if r3 > total // 2 or doublings > MAX_DOUBLINGS:
-            if c is None:
-                return None
-            # never steady within half the problem: extrapolate from the largest samples
-            # (flagged in the result) rather than simulate a huge problem in full
-            return a, b, r1, r2, False
-        c = run(r3)
-        ok = True
-        for key in ("t", "bytes"):
-            s1, s2 = _slope(a, b, r1, r2, key), _slope(b, c, r2, r3, key)
-            if abs(s2 - s1) > STEADY_TOLERANCE * max(abs(s2), 1e-9):
-                ok = False
-        if ok:
-            return b, c, r2, r3, True
-        doublings += 1
-        a, b, r1, r2 = b, c, r2, r3
-
-
-def wave_sample_rounds(samples: tuple[int, int], total: int, check: bool) -> list[int]:
-    """Every sample (whole waves) :func:`_steady_samples` may ask for, in order: w1, w2,
-    then w2 + d, w2 + 2d, ... (d = w2 - w1) while they fit in half the problem and the
-    doublings allow; only (w1, w2) when the steady state is not checked."""
+def sample_rounds(samples: tuple[int, int], total: int, check: bool) -> list[int]:
+    """Every sample (in rounds, or whole waves) :func:`_steady_samples` may ask for, in order:
+    r1, r2, then r2 + d, r2 + 2d, ... (d = r2 - r1) while they fit in half the problem and
+    the ``MAX_DOUBLINGS`` allow; only (r1, r2) when the steady state is not checked."""
     rounds = list(samples)
     if check:
         while len(rounds) < 3 + MAX_DOUBLINGS and 2 * rounds[-1] - rounds[-2] <= total // 2:
             rounds.append(2 * rounds[-1] - rounds[-2])
     return rounds
+
+
+def _steady_samples(run, rounds: list[int], check: bool, full_if_unsteady: bool):
+    """The two samples to extrapolate from: (b, c, r2, r3, steady), or None to simulate the
+    problem in full.
+
+    ``rounds`` come from :func:`sample_rounds`.  Over each three consecutive samples
+    r1 < r2 < r3, if the slope over (r1, r2) and over (r2, r3) differ by more than
+    STEADY_TOLERANCE in time or DRAM bytes (caches warming up, reuse not yet periodic, or
+    work per round that grows, as causal attention's does along its queries), the next
+    three are tried.  ``steady`` is True, None (``check`` off: a straight line through the
+    first two samples) or False: never steady, extrapolated from the largest samples and
+    flagged in the result - only where the problem is too large to simulate in full;
+    with ``full_if_unsteady`` it is None instead (see ``UNSTEADY_FULL_WORK``)."""
+    a, b = run(rounds[0]), run(rounds[1])
+    if not check:
+        return a, b, rounds[0], rounds[1], None
+    if len(rounds) < 3:
+        return None  # too short for a third sample
+    for i in range(2, len(rounds)):
+        r1, r2, r3 = rounds[i - 2], rounds[i - 1], rounds[i]
+        c = run(r3)
+        if all(abs(s2 - s1) <= STEADY_TOLERANCE * max(abs(s2), 1e-9)
+               for s1, s2 in ((_slope(a, b, r1, r2, key), _slope(b, c, r2, r3, key)) for key in ("t", "bytes"))):
+            return b, c, r2, r3, True
+        a, b = b, c
+    if full_if_unsteady:
+        return None
+    return a, b, rounds[-2], rounds[-1], False
 
 
 def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases, plan: WavePlan,
@@ -225,7 +234,7 @@ def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases,
     each sample that may be the base of the extrapolation plus the last partial wave's
     tiles.  The probed run stops at the steady state, so it costs one run of the largest
     sample needed plus a drain per sample, where running them one by one costs their sum.
-    ``rounds`` are the whole-wave samples (:func:`wave_sample_rounds`)."""
+    ``rounds`` are the whole-wave samples (:func:`sample_rounds`)."""
     P, left = plan.cores, plan.tiles - plan.waves * plan.cores
     probes = {r * P: Probe(r * P, r) for r in rounds}
     # the base of the extrapolation is the earlier sample of the pair it uses
@@ -249,12 +258,13 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
     rounds once the pipeline and the caches are in steady state (:func:`_steady_samples`)."""
     bases = operand_bases(prob)
     check = FIDELITY[fidelity]["steady_check"]
+    total = plan.waves if isinstance(plan, WavePlan) else plan.rounds
+    rounds = sample_rounds(plan.samples, total, check)
+    if check and len(rounds) < 3:
+        return None  # too short for a third sample (as _steady_samples finds): simulate in full
     if isinstance(plan, WavePlan):
-        total, P = plan.waves, plan.cores
+        P = plan.cores
         left = plan.tiles - total * P
-        rounds = wave_sample_rounds(plan.samples, total, check)
-        if check and len(rounds) < 3:
-            return None  # too short for a third sample (as _steady_samples finds): simulate in full
         sampled = _wave_samples(chip, prob, mapping, ideal, bases, plan, rounds, check)
 
         def run(r: int, extra: int = 0) -> KernelRun:
@@ -264,11 +274,11 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
             got = sampled.get(r * P + extra)
             return got if got is not None else run_kernel(chip, prob, mapping, ideal, bases, tile_limit=r * P + extra)
     else:
-        total, dim, rs = plan.rounds, plan.dim, plan.round_size
+        dim, rs = plan.dim, plan.round_size
         rem = getattr(prob, dim) - total * rs
         run = lambda r: run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal,  # noqa: E731
                                    bases)
-    found = _steady_samples(run, total, plan.samples, check)
+    found = _steady_samples(run, rounds, check, plan.work <= UNSTEADY_FULL_WORK)
     if found is None:
         return None
     b, c, r2, r3, steady = found

@@ -132,8 +132,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             same = _candidates(chip, lowered, cores, budget, _WIDE_SEARCH, ideal, options.split_k, None,
                                want=options.mapping_of)
         cands = same[:1] or cands  # the mapper cannot build it here: every candidate, as without
-    # large problems: fewer candidates, each is costly to simulate (the tie band's only its pick)
-    large = fid["refine_large"] if tie is None else 1
+    # large problems: fewer candidates, each is costly to simulate
+    large = fid["refine_large"]
     if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
         cands = cands[:large]
     shared = _reference_run(chip, op, options)
