@@ -14,6 +14,7 @@ import time
 import pytest
 
 import sim.model.engine.extrapolate as X
+from sim.model.engine.lower import FIDELITY
 from sim.apps.single_op import simulate_gemm
 from sim.model.engine.run import clear_cache
 from sim.spec.registry import load_chip
@@ -39,6 +40,9 @@ def test_the_unaligned_fallback_is_close_to_the_full_simulation(no_cache, monkey
     clear_cache()
     monkeypatch.setattr(X, "EXTRAPOLATE", True)
     monkeypatch.setattr(X, "HUGE_WORK", 0)
+    # the extrapolation itself: even where its samples are unsteady, and of the pick alone
+    monkeypatch.setattr(X, "UNSTEADY_FULL_WORK", 0)
+    monkeypatch.setitem(FIDELITY["high"], "refine_large", 1)
     forced = simulate_gemm(chip, m=m, k=k, n=n)
     ex = forced.details["extrapolated"]
     assert ex["dim"] == "waves" and ex["period_aligned"] is False  # the fallback, not a dim plan

@@ -26,9 +26,9 @@ MIN_SAMPLE_ROUNDS = FIDELITY["high"]["min_sample_rounds"]
 STEADY_TOLERANCE = 0.05
 #: at most this many times the samples are doubled while looking for a steady state
 MAX_DOUBLINGS = 2
-#: a problem whose samples never reached a steady state is simulated in full when its whole
-#: work (DRAM chunks or core tile steps, as :func:`extrapolation_plan` estimates it) is at
-#: most this; a larger one is extrapolated from its largest samples and flagged
+#: an op whose chosen mapping's samples never reached a steady state is simulated in full
+#: when its whole work (DRAM chunks or core tile steps, as :func:`extrapolation_plan`
+#: estimates it) is at most this; a larger one is extrapolated from its largest samples and flagged
 #: (``steady: false``, the run's ``unsteady_extrapolated_share``).  Measured on the 2-core
 #: build machine (2026-12-04, Llama-3-8B 2k prefill): unsteady extrapolations missed the
 #: full simulation by -36 .. +41 % (tpu_v1 mlp.down +27.9 %, edge_npu mlp.down +40.6 % and
@@ -198,23 +198,22 @@ def sample_rounds(samples: tuple[int, int], total: int, check: bool) -> list[int
     return rounds
 
 
-def _steady_samples(run, rounds: list[int], check: bool, full_if_unsteady: bool):
-    """The two samples to extrapolate from: (b, c, r2, r3, steady), or None to simulate the
-    problem in full.
+def _steady_samples(run, rounds: list[int], check: bool):
+    """The two samples to extrapolate from: (b, c, r2, r3, steady), or None when the
+    problem is too short for a third sample (simulate it in full).
 
     ``rounds`` come from :func:`sample_rounds`.  Over each three consecutive samples
     r1 < r2 < r3, if the slope over (r1, r2) and over (r2, r3) differ by more than
     STEADY_TOLERANCE in time or DRAM bytes (caches warming up, reuse not yet periodic, or
     work per round that grows, as causal attention's does along its queries), the next
-    three are tried.  ``steady`` is True, None (``check`` off: a straight line through the
-    first two samples) or False: never steady, extrapolated from the largest samples and
-    flagged in the result - only where the problem is too large to simulate in full;
-    with ``full_if_unsteady`` it is None instead (see ``UNSTEADY_FULL_WORK``)."""
+    three are tried.  ``steady`` is True, False (never steady: the largest samples, see
+    :func:`unsteady_and_affordable`) or None (``check`` off: a straight line through the
+    first two samples)."""
     a, b = run(rounds[0]), run(rounds[1])
     if not check:
         return a, b, rounds[0], rounds[1], None
     if len(rounds) < 3:
-        return None  # too short for a third sample
+        return None
     for i in range(2, len(rounds)):
         r1, r2, r3 = rounds[i - 2], rounds[i - 1], rounds[i]
         c = run(r3)
@@ -222,9 +221,16 @@ def _steady_samples(run, rounds: list[int], check: bool, full_if_unsteady: bool)
                for s1, s2 in ((_slope(a, b, r1, r2, key), _slope(b, c, r2, r3, key)) for key in ("t", "bytes"))):
             return b, c, r2, r3, True
         a, b = b, c
-    if full_if_unsteady:
-        return None
     return a, b, rounds[-2], rounds[-1], False
+
+
+def unsteady_and_affordable(run: KernelRun, plan: DimPlan | WavePlan | None) -> bool:
+    """True when ``run`` was extrapolated from samples that never became steady and its
+    problem is cheap enough to simulate in full instead (``UNSTEADY_FULL_WORK``).  The
+    caller decides once per op, for the candidate that won: candidates are ranked on their
+    extrapolations, so only one full run is paid."""
+    return (plan is not None and run.extrapolated is not None and run.extrapolated.get("steady") is False
+            and plan.work <= UNSTEADY_FULL_WORK)
 
 
 def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases, plan: WavePlan,
@@ -278,7 +284,7 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
         rem = getattr(prob, dim) - total * rs
         run = lambda r: run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal,  # noqa: E731
                                    bases)
-    found = _steady_samples(run, rounds, check, plan.work <= UNSTEADY_FULL_WORK)
+    found = _steady_samples(run, rounds, check)
     if found is None:
         return None
     b, c, r2, r3, steady = found

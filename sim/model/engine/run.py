@@ -30,7 +30,7 @@ from sim.ir.results import OpResult
 from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, gemm_row_work, launch_cycles,
                                       merge_results, stream_kernel_rate)
 from sim.model.engine.collectives import collective_result
-from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan
+from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan, unsteady_and_affordable
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lower_op, memory_budget
 from sim.model.engine.residency import hold_activations
@@ -147,6 +147,7 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
         floor = compute_floor_cycles(p, mapping) if best is not None else None
         if floor is not None and (floor + launch_cycles(chip, lowered)) / chip.clock_hz > best.seconds * (1 + PRUNE_MARGIN):
             continue  # its array work alone takes longer than the best candidate's whole run: it cannot win
+        plan = None
         if shared is not None and key == shared[0]:
             # the reference clock's run, said in the result's mapping
             run = shared[1].copy()
@@ -157,19 +158,15 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             run = extrapolated_run(chip, p, mapping, ideal, plan, options.fidelity) if plan is not None else None
             if run is None:
                 run = run_kernel(chip, p, mapping, ideal)
-        kernel = run
-        res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
-        if run.extrapolated and res.cycles < res.roofline_cycles:
-            # an extrapolation that beats the roofline is wrong: simulate in full
-            run = kernel = run_kernel(chip, p, mapping, ideal)
-            res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
-        second = Options(memory=options.memory, fidelity=options.fidelity)
-        if split > 1:
-            res = merge_results(res, simulate_op_at_clock(chip, _split_k_reduction(op, split), second))
-        if isinstance(lowered, LoweredAttention) and lowered.kv_splits > 1:
-            res = merge_results(res, simulate_op_at_clock(chip, _split_kv_reduction(op, lowered.kv_splits), second))
+        res, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, run)
         if best is None or res.seconds < best.seconds:
-            best, chosen = res, (key, kernel)
+            best, chosen, winner = res, (key, kernel), (p, mapping, split, plan)
+    p, mapping, split, plan = winner
+    if unsteady_and_affordable(chosen[1], plan):
+        # the winner's samples never became steady: its full run is the answer
+        full = run_kernel(chip, p, mapping, ideal)
+        best, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, full)
+        chosen = (chosen[0], kernel)
     _CHOSEN_RUNS[(_chip_key(chip), op, options)] = chosen
     if len(_CHOSEN_RUNS) > _MEMO_MAX:
         _CHOSEN_RUNS.popitem(last=False)
@@ -178,6 +175,25 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
         best = gemm_row_work(chip, op, best, options.row_work)
     return best
+
+
+def _candidate_result(chip, op, options: Options, lowered: LoweredOp, p, mapping, split: int,
+                      run: kernel_run.KernelRun) -> tuple[OpResult, kernel_run.KernelRun]:
+    """The op's result with ``run`` as the engine run of one candidate (problem ``p``,
+    ``mapping``, split-K factor ``split``), and the run it kept: a full one where an
+    extrapolation beat the roofline; split-K and split-KV second passes added."""
+    ideal = options.memory == "ideal"
+    res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
+    if run.extrapolated and res.cycles < res.roofline_cycles:
+        # an extrapolation that beats the roofline is wrong: simulate in full
+        run = run_kernel(chip, p, mapping, ideal)
+        res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
+    second = Options(memory=options.memory, fidelity=options.fidelity)
+    if split > 1:
+        res = merge_results(res, simulate_op_at_clock(chip, _split_k_reduction(op, split), second))
+    if isinstance(lowered, LoweredAttention) and lowered.kv_splits > 1:
+        res = merge_results(res, simulate_op_at_clock(chip, _split_kv_reduction(op, lowered.kv_splits), second))
+    return res, run
 
 
 def _reference_run(chip, op, options: Options) -> tuple[tuple, kernel_run.KernelRun] | None:
