@@ -194,3 +194,71 @@ def test_eager_rope_is_rotate_half_for_q_and_k():
     for n, part in ((T * H * d, ks[:5]), (T * KV * d, ks[5:])):
         assert [k.read_bytes for k in part] == [2 * (n + T * d), n, 2 * n, 2 * (n + T * d), 4 * n]
         assert [k.write_bytes for k in part] == [2 * n, n, 2 * n, 2 * n, 2 * n]
+
+
+def test_graph_serving_loop_is_eager_pytorch_but_its_graph_rules():
+    """stacks/graph_serving_loop.yaml (serving_loop.py --graphs all) copies eager_pytorch.yaml's
+    kernels; only what the loop runs differently may differ (its header says what and why)."""
+    g, e = load_stack("graph_serving_loop"), load_stack("eager_pytorch")
+    differ = {"name", "description", "kv_append_per_group", "attention", "host", "graphs", "references"}
+    for key in type(g).model_fields:
+        if key not in differ:
+            assert getattr(g, key) == getattr(e, key), key
+    assert not g.kv_append_per_group and e.kv_append_per_group
+    assert g.attention.model_dump() == {**e.attention.model_dump(), "prefill_tiles": (64, 64),
+                                        "prefill_stats_fill": False, "output_concat": False}
+    assert g.host.model_dump(exclude={"graph_replay_ns", "source"}) == \
+        e.host.model_dump(exclude={"graph_replay_ns", "source"})
+    assert e.graphs is None and g.graphs.token_buckets[:19] == (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56,
+                                                                 64, 80, 96, 112, 128)
+
+
+def test_graph_buckets_round_up_and_must_ascend():
+    from pydantic import ValidationError
+    from sim.spec.stack_spec import GraphRule
+
+    r = GraphRule(token_buckets=(1, 2, 4, 64, 512))
+    assert [r.bucket(n) for n in (0, 1, 3, 4, 5, 64, 65, 512, 513)] == [0, 1, 4, 4, 64, 64, 512, 512, 513]
+    with pytest.raises(ValidationError, match="ascending"):
+        GraphRule(token_buckets=(1, 4, 4))
+
+
+def test_prefill_tiles_fix_the_prefill_kernel_tile(h200):
+    """attention.prefill_tiles: the stack's own prefill kernel tile (query rows x keys) reaches the
+    engine; decode keeps the chip's; no tile given, the chip's attention_tiles as before."""
+    g = load_stack("graph_serving_loop")
+    pre = Attention("a", 1, 32, 8, 128, 512, 1536, causal=True, fused=True)
+    ((op, lib),) = kernels(pre, g)
+    assert lib == {"tiles": (64, 1, 64)}
+    dec = Attention("a", 4, 32, 8, 128, 1, 4096, causal=True, fused=True)
+    assert kernels(dec, g) == [(dec, {"array": "tensor_cores_sm80"})]
+    small = simulate_op(h200, pre, Options(tiles=(64, 1, 64)))
+    chip = simulate_op(h200, pre, Options())
+    assert small.seconds != chip.seconds
+    assert small.flops == chip.flops
+
+
+def test_graph_iterations_are_priced_over_their_buckets():
+    """A graph iteration runs its dense work over the bucket of its new tokens and its LM head over
+    the bucket of its logit rows (graph_serving_loop's token_buckets); attention is the real
+    sequences'.  Eager iterations, and stacks without graph buckets, run unpadded."""
+    from sim.apps.serving.latency import LatencyModel
+
+    chip = sim.load_chip("h200_sxm")
+    from sim.model.workload.models import load_model_spec
+
+    spec = load_model_spec("tiny")
+    lm = LatencyModel(chip, spec, stack="graph_serving_loop", cache_dir=False)
+    pre, nd, ctx = [(100, 0), (37, 64)], 5, 5 * 40
+    T, L = 137 + 5, 2 + 5
+    b = lm.stack.graphs.bucket
+    assert (b(T), b(L)) == (160, 8)
+    want = (lm.dense(160) + lm.lm_head(8) + lm.decode_attention(nd, ctx)
+            + lm.prefill_attention(100, 0) + lm.prefill_attention(37, 64)).seconds
+    assert lm.iteration(pre, nd, ctx, graph=True).seconds == pytest.approx(want, rel=1e-12)
+    eager = (lm.dense(T) + lm.lm_head(L) + lm.decode_attention(nd, ctx)
+             + lm.prefill_attention(100, 0) + lm.prefill_attention(37, 64)).seconds
+    assert lm.iteration(pre, nd, ctx).seconds == pytest.approx(eager, rel=1e-12)
+    assert want > eager
+    plain = LatencyModel(chip, spec, stack="eager_pytorch", cache_dir=False)
+    assert plain.iteration(pre, nd, ctx, graph=True).seconds == plain.iteration(pre, nd, ctx).seconds

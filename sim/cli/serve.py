@@ -97,13 +97,14 @@ def add_parser(sub) -> None:
     d.add_argument("--weight-dtype", default=None, help="weight format (int8, fp8, ...)")
     d.add_argument("--kv-dtype", default=None, help="KV-cache format")
     d.add_argument("--stack", default=None,
-                   help="software stack whose kernels run the ops (stacks/: eager_pytorch, fused_serving, ideal; "
-                        "default: the chip's software_stack)")
+                   help="software stack whose kernels run the ops (stacks/: eager_pytorch, fused_serving, "
+                        "graph_serving_loop, ideal; default: the chip's software_stack)")
     d.add_argument("--fidelity", choices=["high", "fast"], default="high", help="engine fidelity of the grid points")
     d.add_argument("--graphs", choices=["all", "decode", "none"], default="all",
-                   help="which iterations replay a captured CUDA graph (the rest launch kernel by kernel, at the "
-                        "stack's host cost per kernel): all (default), decode (decode-only ones: vLLM V0, the "
-                        "validation loop), none")
+                   help="which iterations replay a captured CUDA graph (padded to the stack's graph buckets, if "
+                        "it has any; the rest launch kernel by kernel, at the stack's host cost per kernel): all "
+                        "(default; vLLM V1, the validation loop's --graphs all), decode (decode-only ones: vLLM V0, "
+                        "the validation loop's runs 1-5), none")
     o = s.add_argument_group("limits, SLOs and output")
     o.add_argument("--max-queue", type=int, default=None, help="drop arrivals when a replica has this many waiting")
     o.add_argument("--drain", type=float, default=None,

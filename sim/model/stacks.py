@@ -222,7 +222,10 @@ def _attention_kernels(op: Attention, s: StackSpec) -> list[tuple[object, dict]]
     if a.prefill_stats_fill:
         rows = op.batch * op.heads * op.q_len
         out.append((VectorOp(f"{op.name}.stats_fill", "fill", rows, 0.0, 0, rows * 4), {}))
-    out.append((op, {"array": a.prefill_array} if a.prefill_array else {}))
+    lib = {"array": a.prefill_array} if a.prefill_array else {}
+    if a.prefill_tiles is not None:
+        lib["tiles"] = (a.prefill_tiles[0], 1, a.prefill_tiles[1])
+    out.append((op, lib))
     return out
 
 

@@ -10,6 +10,7 @@ is used on that chip, never a silent fallback.
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 import operator
 from typing import Annotated, Literal
@@ -31,6 +32,9 @@ class AttentionRule(_Frozen):
         default=None, description="array (library path) of the kernel for one query row per sequence; "
                                   "None: the chip's default array")
     prefill_array: str | None = Field(default=None, description="array of the kernel for longer queries")
+    prefill_tiles: tuple[Annotated[int, Field(ge=1, le=1 << 20)], Annotated[int, Field(ge=1, le=1 << 20)]] | None = \
+        Field(default=None, description="(query rows, key rows) of the kernel for longer queries' tile; None: "
+                                         "the chip's attention_tiles for its array")
     prefill_stats_fill: bool = Field(
         default=False, description="a fill kernel of one fp32 softmax statistic per query row runs before a "
                                    "prefill attention kernel")
@@ -292,6 +296,35 @@ class HostRule(_Frozen):
                 + decode_calls * self.eager_ns_per_decode_attention_call)
 
 
+class GraphRule(_Frozen):
+    """How a serving stack's CUDA graphs are shaped (used by request-level serving only).
+
+    Graphs are captured once per size, so an iteration replayed from a graph runs the graph of
+    the smallest size that holds it, padding rows included: its dense work (projections, MLP,
+    norms, RoPE, cache writes) runs over the smallest of ``token_buckets`` at least its new
+    tokens, and its LM head over the smallest at least its rows that need logits.  An iteration
+    larger than every bucket is priced unpadded.  Attention is priced for the real sequences
+    (padding rows of a graph read nothing: an empty split-KV program, an empty prefill tile)."""
+
+    token_buckets: tuple[_Pos, ...] = Field(min_length=1, description="the token counts graphs are captured "
+                                                                      "at, ascending")
+    source: str = Field(default="", description="the program whose graphs these are")
+
+    @field_validator("token_buckets", mode="after")
+    @classmethod
+    def _ascending(cls, v):
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError(f"must be strictly ascending, got {list(v)}")
+        return v
+
+    def bucket(self, n: float) -> float:
+        """The bucket an iteration of ``n`` rows replays (``n`` itself beyond the largest)."""
+        if n <= 0:
+            return n
+        i = bisect.bisect_left(self.token_buckets, n)
+        return self.token_buckets[i] if i < len(self.token_buckets) else n
+
+
 class StackSpec(_Frozen):
     """One software stack, as declared in ``stacks/<name>.yaml``."""
 
@@ -322,6 +355,9 @@ class StackSpec(_Frozen):
     host: HostRule | None = Field(
         default=None, description="host cost of issuing a serving iteration's kernels (None: the host is "
                                   "never the bottleneck)")
+    graphs: GraphRule | None = Field(
+        default=None, description="the sizes a serving stack's CUDA graphs are captured at (None: a graph "
+                                  "iteration runs unpadded)")
     references: tuple[str, ...] = ()
 
     def arrays(self) -> set[str]:

@@ -331,12 +331,16 @@ class LatencyModel:
         return lo if wn == 0.0 else _lerp(lo, at(n1), wn)
 
     def iteration(self, prefill: list[tuple[int, int]] | tuple = (), decode_seqs: int = 0,
-                  decode_context_tokens: int = 0, decode_new: int = 1) -> Cost:
+                  decode_context_tokens: int = 0, decode_new: int = 1, graph: bool = False) -> Cost:
         """Cost of one iteration: prefill chunks ``(new, past)`` plus ``decode_seqs`` sequences
         with ``decode_context_tokens`` cached tokens in all and ``decode_new`` new tokens each
-        (``k + 1`` when verifying ``k`` drafted tokens, all with logits)."""
+        (``k + 1`` when verifying ``k`` drafted tokens, all with logits).  ``graph``: replayed
+        from a CUDA graph, whose dense work and LM head run over the stack's graph buckets
+        (:class:`~sim.spec.stack_spec.GraphRule`: padding rows cost device time)."""
         T = sum(n for n, _ in prefill) + decode_seqs * decode_new
         L = len(prefill) + decode_seqs * decode_new
+        if graph and self.stack.graphs is not None:
+            T, L = self.stack.graphs.bucket(T), self.stack.graphs.bucket(L)
         c = self._dense_lm.get((T, L))
         if c is None:
             c = self._dense_lm[(T, L)] = self.dense(T) + self.lm_head(L)

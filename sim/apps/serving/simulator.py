@@ -347,16 +347,16 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
             rep.sched.arrivals_done = True
             wake(rep)
 
-    def cost(rep, b, dctx):
+    def cost(rep, b, dctx, graph):
         pre = [(n, s.ctx) for s, n in b.prefill]
         nd = len(b.decode) + b.padded
         ctx = dctx + b.padded_context_tokens
         q = rep.sched.q
-        c = rep.lat.iteration(pre, nd, ctx, q)
+        c = rep.lat.iteration(pre, nd, ctx, q, graph=graph)
         if rep.draft is not None and (nd or pre):
-            c = c + rep.draft.iteration(pre, nd, ctx, 1)
+            c = c + rep.draft.iteration(pre, nd, ctx, 1, graph=graph)
             if nd and spec_dec.k > 1:
-                c = c + rep.draft.iteration((), nd, ctx, 1).scale(spec_dec.k - 1)
+                c = c + rep.draft.iteration((), nd, ctx, 1, graph=graph).scale(spec_dec.k - 1)
         return c
 
     graphs_all, graphs_decode = cfg.graphs == "all", cfg.graphs == "decode"
@@ -379,7 +379,7 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
             for s in p.decode:
                 dctx += s.ctx
             graph = graphs_all or (graphs_decode and not p.prefill)
-            c = rep.lat.launched(cost(rep, p, dctx), graph) if (p.prefill or p.decode or p.padded) else ZERO
+            c = rep.lat.launched(cost(rep, p, dctx, graph), graph) if (p.prefill or p.decode or p.padded) else ZERO
             start = env.now
             dt = c.seconds + p.extra_s
             yield env.timeout(dt)

@@ -354,7 +354,11 @@ def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
             raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
                                "by the trace builder; simulate those ops instead")
         low = attention_problem(chip, op, opts, cores)
-        return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "attention", low.array))
+        prob = apply_library_constraints(chip, low.problem, "attention", low.array)
+        if opts.tiles is not None:
+            # a stack's own kernel tile (query rows, 1, key rows): StackSpec.attention.prefill_tiles
+            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
+        return dataclasses.replace(low, problem=prob)
     if isinstance(op, VectorOp):
         return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
                               "vector")
