@@ -29,7 +29,7 @@ from sim.apps.serving.simulator import serve
 from sim.apps.serving.workload import Request
 from sim.errors import WorkloadError
 
-__all__ = ["MeasuredRun", "read_run", "loop_policy", "replay", "predict_iterations", "METRICS", "PERCENTILES"]
+__all__ = ["MeasuredRun", "read_run", "loop_policy", "LOOP_STACKS", "replay", "predict_iterations", "METRICS", "PERCENTILES"]
 
 #: request-level metrics compared (per-request columns, seconds) and their percentiles
 METRICS = ("ttft", "tpot", "e2e")
@@ -72,14 +72,23 @@ def read_run(path) -> MeasuredRun:
     return MeasuredRun(d, tables["requests.csv"], tables["iterations.csv"], env)
 
 
+#: the stack profile that prices each mode of serving_loop.py (its ``--graphs``; runs made
+#: before the option existed ran ``decode``): eager PyTorch with decode graphs, or every
+#: iteration from graphs padded to token buckets with a varlen Triton prefill attention
+LOOP_STACKS = {"decode": "eager_pytorch", "none": "eager_pytorch", "all": "graph_serving_loop"}
+
+
 def loop_policy(run: MeasuredRun) -> dict:
     """``serve`` arguments that reproduce serving_loop.py's policy: chunked prefill under its
     token budget (decodes first, then prompt chunks first come first served), at most
-    ``slots`` sequences, CUDA graphs for decode-only iterations (eager otherwise; none with
-    ``--no-graphs``)."""
+    ``slots`` sequences, and its graphs: decode-only iterations from CUDA graphs and the rest
+    eager (``--graphs decode``, the runs before the option), every iteration from a graph
+    (``--graphs all``), or none (``--no-graphs``); the stack profile of that mode
+    (:data:`LOOP_STACKS`)."""
     a = run.env.get("args", {})
+    graphs = "none" if a.get("no_graphs") else a.get("graphs", "decode")
     return {"scheduler": "chunked_prefill", "token_budget": int(a.get("token_budget", 512)),
-            "max_batch": int(a.get("slots", 128)), "graphs": "none" if a.get("no_graphs") else "decode"}
+            "max_batch": int(a.get("slots", 128)), "graphs": graphs, "stack": LOOP_STACKS[graphs]}
 
 
 def _chunks(text) -> list[tuple[int, int]]:
@@ -94,7 +103,7 @@ def predict_iterations(lm, its) -> np.ndarray:
     (``graph`` column) through ``lm``'s host model."""
     out = np.empty(len(its))
     for i, r in enumerate(its.itertuples(index=False)):
-        c = lm.iteration(_chunks(r.chunks), int(r.decode_seqs), int(r.decode_context_tokens))
+        c = lm.iteration(_chunks(r.chunks), int(r.decode_seqs), int(r.decode_context_tokens), graph=bool(r.graph))
         out[i] = lm.launched(c, bool(r.graph)).seconds
     return out
 
