@@ -100,10 +100,16 @@ def _walk(node: yaml.Node, loader: _Loader, loc: Loc, lines: dict[Loc, int], pro
                                                   f"a key must be a plain name, not a {what}"))
                     continue
                 key = loader.construct_object(key_node, deep=True)
-                try:
-                    hash(key)
-                except TypeError:  # pragma: no cover - scalars are hashable
-                    problems.append(ConfigProblem(source, kline, _dotted(loc), "a key must be a plain name"))
+                if not isinstance(key, str):
+                    # `~: 3`, `null: 3`, `on: 3`, `3: x`: YAML makes the key null, a boolean or a number,
+                    # which no config key is (validation said "None: Keys should be strings", on the
+                    # mapping's first line)
+                    raw = key_node.value
+                    what = ("null" if key is None else "a boolean" if isinstance(key, bool)
+                            else f"a number ({type(key).__name__})")
+                    problems.append(ConfigProblem(source, kline, _dotted(loc + (raw,)),
+                                                  f"a key must be a name; YAML reads {raw!r} as {what} (quote it, "
+                                                  f"\"{raw}\": ..., if it is meant as a name)"))
                     continue
                 if key in out:
                     problems.append(ConfigProblem(source, kline, _dotted(loc + (key,)), "duplicate key"))
