@@ -75,6 +75,13 @@ class ModelSpecError(ConfigError, WorkloadError):
     workloads catches a bad model the same way."""
 
 
+class StackProfileError(ConfigError, MappingError):
+    """A software-stack profile cannot lower an op as written: it names arrays (library paths)
+    the chip does not have, or a kernel's byte or element count comes out negative for the
+    op's shape.  A :class:`ConfigError` naming the profile's file, line and key that is also the
+    :class:`MappingError` these were before (no kernel exists for the op on the chip)."""
+
+
 class UnknownNameError(SimError):
     """A name (chip, dataflow, model, dtype...) is not known; the message lists the valid ones."""
 

@@ -24,3 +24,82 @@ def test_a_key_yaml_reads_as_null_a_boolean_or_a_number(tmp_path, folder, src, k
     f.write_text(text + f"{key}: 3\n")
     line = len(f.read_text().splitlines())
     refused(sim("check", str(f)), f"{src}:{line}: {key}: a key must be a name", f"as {what}")
+
+
+# --------------------------------------------------------------------------- stack profiles
+
+
+def _stack(tmp_path, old: str, new: str, name: str = "eager_pytorch"):
+    """A copy of a shipped profile in a ``stacks`` folder, with one edit; (file, line of the edit)."""
+    text = (ROOT / "stacks" / f"{name}.yaml").read_text()
+    assert old in text
+    d = tmp_path / "stacks"
+    d.mkdir(exist_ok=True)
+    f = d / f"{name}.yaml"
+    f.write_text(text.replace(old, new, 1))
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if new.splitlines()[0] in ln)
+    return f, line
+
+
+@pytest.mark.parametrize("old, new, key, needles", [
+    # was accepted: the kernel then matched no stream-kernel rule and ran at the ideal stream rate
+    ("op: copy, read: m*k*eb", "op: teleport, read: m*k*eb", "gemm.weight_only.int8.before.0.op",
+     ["unknown kernel class 'teleport'", "(valid: add, bcast_mul"]),
+    ("- ops: [neg]", "- ops: [negg]", "stream_kernels.9.ops.0", ["unknown kernel class 'negg'; did you mean 'neg'?"]),
+    # a profile some chip uses (h100_sxm and h200_sxm name eager_pytorch): checked on each of them
+    ("decode_array: tensor_cores_sm80", "decode_array: warp_drive", "attention.decode_array",
+     ["unknown array 'warp_drive' on chip 'h200_sxm'", "(valid: cuda_cores, tensor_cores"]),
+    ("even_array: tensor_cores_align2", "even_array: tensor_cores_align3", "gemm.misaligned.even_array",
+     ["unknown array 'tensor_cores_align3' on chip 'h100_sxm'", "did you mean"]),
+    # was clamped to 0 bytes
+    ("read: m*k*eb, write: m*k*4", "read: -m*k, write: m*k*4", "gemm.weight_only.int8.before.0.read",
+     ["'-m*k' negates a term", "write a difference as a - b"]),
+], ids=["op", "stream-ops", "decode-array", "misaligned-array", "unary-minus"])
+def test_stack_profile_names_and_signs(tmp_path, old, new, key, needles):
+    f, line = _stack(tmp_path, old, new)
+    refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: {key}: ", *needles)
+
+
+def test_a_profile_no_chip_names_is_checked_against_every_catalog_chip(tmp_path):
+    f, line = _stack(tmp_path, "decode_array: tensor_cores_sm80", "decode_array: warp_drive", "fused_serving")
+    refused(sim("check", str(f)), f"fused_serving.yaml:{line}: attention.decode_array: unknown array 'warp_drive'",
+            "no chip in the catalog has it")
+
+
+def test_a_count_that_comes_out_negative_names_the_profile_line(tmp_path, monkeypatch):
+    """A difference is allowed; one that is negative for the op being lowered is an error at the
+    profile's key (it was clamped to 0 bytes), at run time and from Python."""
+    import sim as simlib
+    from sim.errors import ConfigError, MappingError
+
+    f, line = _stack(tmp_path, 'read: n*eb + table*eb, write: n*eb, source: "x * cos"',
+                     'read: n*eb - 100000000, write: n*eb, source: "x * cos"')
+    assert sim("check", str(f)).returncode == 0
+    monkeypatch.setenv("SIM_STACK_DIR", str(f.parent))  # sim() passes the environment on
+    refused(sim("run", "h200_sxm", "tiny", "--phase", "decode", "-q"),
+            f"eager_pytorch.yaml:{line}: unfused.rope.kernels.0.read: 'n*eb - 100000000' is -", "cannot be negative")
+    with pytest.raises(ConfigError, match="unfused.rope.kernels.0.read") as e:
+        simlib.run_llm("h200_sxm", "tiny", phase="decode", stack=str(f))
+    assert isinstance(e.value, MappingError)  # what a bad profile raised before
+
+
+def test_a_chip_whose_stack_is_missing_or_does_not_fit(tmp_path):
+    text = (ROOT / "arch_configs" / "h200_sxm.yaml").read_text()
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("software_stack:"))
+    f = tmp_path / "chip.yaml"
+    f.write_text(text.replace("software_stack: eager_pytorch", "software_stack: eager_pytorh"))
+    # sim check passed; sim run said "unknown stack 'eager_pytorh'" naming no file
+    for cmd in (["check", str(f)], ["run", str(f), "tiny", "-q"]):
+        refused(sim(*cmd), f"chip.yaml:{line}: software_stack: unknown stack 'eager_pytorh'; did you mean")
+    f.write_text((ROOT / "arch_configs" / "npu_128x128.yaml").read_text() + "software_stack: eager_pytorch\n")
+    refused(sim("check", str(f)), "chip.yaml:", "software_stack: stack 'eager_pytorch' does not fit this chip",
+            "eager_pytorch.yaml:", "unknown array 'tensor_cores_sm80' on chip 'npu_128x128' (valid: mxu)")
+    refused(sim("run", "npu_128x128", "tiny", "-q", "--set", "software_stack=nostack"),
+            "--set software_stack=nostack: software_stack: unknown stack 'nostack'")
+
+
+def test_every_kernel_class_the_simulator_emits_is_one_a_profile_may_name():
+    from sim.model.workload.llm import VECTOR_OPS_PER_ELEMENT
+    from sim.spec.stack_spec import KERNEL_CLASSES
+
+    assert set(VECTOR_OPS_PER_ELEMENT) <= KERNEL_CLASSES

@@ -15,7 +15,7 @@ from sim.spec.chip import ChipSpec
 from sim.spec.dataflow_spec import DataflowSpec
 from sim.spec.loader import read_yaml, validate
 from sim.spec.model_spec import ModelSpec
-from sim.spec.registry import PathLike, looks_like_path, resolve_chip_path
+from sim.spec.registry import PathLike, list_chips, load_chip, looks_like_path, resolve_chip_path
 from sim.spec.stack_spec import StackSpec
 
 __all__ = ["check_files", "config_kind"]
@@ -51,12 +51,58 @@ def _name_is_file_name(path: Path, doc, name: str, folder: str) -> None:
                                         f"name '{name}' must equal the file name '{path.stem}'"))
 
 
+def _catalog_chips() -> list[ChipSpec]:
+    """The chips ``sim list chips`` shows that load (a broken one is its own file's problem)."""
+    out = []
+    for name in list_chips():
+        try:
+            out.append(load_chip(name))
+        except SimError:
+            pass
+    return out
+
+
 def _check_stack(path: Path, doc) -> None:
-    _name_is_file_name(path, doc, validate(StackSpec, doc).name, "stacks")
+    """The profile, and the arrays (library paths) it names: on every catalog chip whose
+    ``software_stack`` it is; for a profile no chip names (used with ``--stack``), arrays that no
+    catalog chip has at all (``decode_array: tensor_cores_sm9O`` passed before and failed every run)."""
+    from sim.model.stacks import stack_array_problems
+
+    spec = validate(StackSpec, doc)
+    _name_is_file_name(path, doc, spec.name, "stacks")
+    spec._source_path = path
+    chips = _catalog_chips()
+    users = [c for c in chips if c.software_stack == spec.name]
+    problems: list[ConfigProblem] = []
+    for chip in users:
+        problems += [p for p in stack_array_problems(spec, chip, doc) if p not in problems]
+    if not users and chips:
+        have = sorted({a.name for c in chips for a in c.cores.arrays})
+        for loc, a in spec.array_refs():
+            if a not in have:
+                problems.append(ConfigProblem(str(path), doc.line_of(loc), ".".join(map(str, loc)), str(
+                    UnknownNameError("array", a, have)) + "; no chip in the catalog has it (the profile is used "
+                    "with --stack on a chip that has its arrays)"))
+    if problems:
+        raise ConfigError(problems)
 
 
 def _check_chip(path: Path, doc) -> None:
-    validate(ChipSpec, doc)
+    """The chip, and the software stack it names: it exists and every array it uses is the chip's."""
+    from sim.model.stacks import load_stack, stack_array_problems
+
+    chip = validate(ChipSpec, doc)
+    if chip.software_stack:
+        try:
+            stack = load_stack(chip.software_stack)
+        except UnknownNameError as exc:
+            raise ConfigError(ConfigProblem(str(path), doc.line_of(("software_stack",)), "software_stack",
+                                            str(exc))) from None
+        problems = stack_array_problems(stack, chip)
+        if problems:
+            raise ConfigError([ConfigProblem(str(path), doc.line_of(("software_stack",)), "software_stack",
+                                             f"stack '{stack.name}' does not fit this chip: {p.format()}")
+                               for p in problems])
 
 
 def _check_dataflow(path: Path, doc) -> None:

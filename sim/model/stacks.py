@@ -26,20 +26,21 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
 
 import sim.spec.catalog as catalog
-from sim.errors import ConfigError, ConfigProblem, MappingError, UnknownNameError
+from sim.errors import ConfigError, ConfigProblem, MappingError, StackProfileError, UnknownNameError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.spec.dtypes import get_format
-from sim.spec.loader import load_model
+from sim.spec.loader import load_model, read_yaml
 from sim.spec.stack_spec import EXPRESSION_BINOPS, StackSpec, StepKernel
 
 __all__ = ["DEFAULT_STACK", "Kernel", "StackSpec", "chip_stack", "kernels", "list_stacks", "load_stack",
-           "lower_trace"]
+           "lower_trace", "stack_array_problems"]
 
 #: the stack of a chip whose file names none: the trace as built, one kernel per op
 DEFAULT_STACK = "ideal"
@@ -95,6 +96,7 @@ def load_stack(name_or_path: Union[str, Path, StackSpec]) -> StackSpec:
     if key is not None and key in _cache:
         return _cache[key]
     spec = load_model(StackSpec, path)
+    spec._source_path = path
     if spec.name != path.stem:
         raise ConfigError(ConfigProblem(str(path), 1, "name", f"name {spec.name!r} must equal the file name "
                                                               f"{path.stem!r}"))
@@ -103,17 +105,61 @@ def load_stack(name_or_path: Union[str, Path, StackSpec]) -> StackSpec:
     return spec
 
 
+def stack_array_problems(spec: StackSpec, chip, source_doc=None) -> list[ConfigProblem]:
+    """One problem per array the profile names that ``chip`` does not have, at the profile's
+    file, line and key (``source_doc``: the profile's parsed YAML, read here when not given)."""
+    have = sorted(a.name for a in chip.cores.arrays)
+    bad = [(loc, a) for loc, a in spec.array_refs() if a not in have]
+    if not bad:
+        return []
+    path = spec.source_path
+    doc = source_doc
+    if doc is None and path is not None:
+        try:
+            doc = read_yaml(path)
+        except ConfigError:  # changed since it was read: the key is still named
+            doc = None
+    where = str(path) if path is not None else f"stack '{spec.name}'"
+    out = []
+    for loc, a in bad:
+        close = difflib.get_close_matches(a, have, n=1)
+        out.append(ConfigProblem(where, doc.line_of(loc) if doc is not None else 0, ".".join(map(str, loc)),
+                                 f"unknown array '{a}' on chip '{chip.name}'"
+                                 + (f"; did you mean '{close[0]}'?" if close else "")
+                                 + f" (valid: {', '.join(have)})"))
+    return out
+
+
 def chip_stack(chip, stack: Union[str, Path, StackSpec, None] = None) -> StackSpec:
     """The stack to lower with on ``chip``: ``stack`` if given, else the chip's default;
-    every array the profile names must be one of the chip's."""
-    spec = load_stack(stack if stack is not None else (getattr(chip, "software_stack", None) or DEFAULT_STACK))
-    have = {a.name for a in chip.cores.arrays}
-    missing = sorted(spec.arrays() - have)
-    if missing:
-        raise MappingError(f"stack '{spec.name}' runs kernels on array(s) {', '.join(missing)}, which chip "
-                           f"'{chip.name}' does not have (its arrays: {', '.join(sorted(have))}); choose a stack "
-                           f"that fits it ({', '.join(list_stacks())})")
+    every array the profile names must be one of the chip's (else a ConfigError naming the
+    profile's file, line and key)."""
+    name = stack if stack is not None else (getattr(chip, "software_stack", None) or DEFAULT_STACK)
+    try:
+        spec = load_stack(name)
+    except UnknownNameError as exc:
+        src = getattr(chip, "source_path", None)
+        if stack is not None or src is None or not getattr(chip, "software_stack", None):
+            raise
+        # the chip names a stack that does not exist: name the --set edit, else the chip's file and line
+        edit = next((o for o in getattr(chip, "overrides", ()) if o.split("=", 1)[0].strip() == "software_stack"),
+                    None)
+        if edit is not None:
+            raise ConfigError(ConfigProblem(f"--set {edit}", 0, "software_stack", str(exc))) from None
+        raise ConfigError(ConfigProblem(str(src), _line_in(src, ("software_stack",)), "software_stack",
+                                        str(exc))) from None
+    problems = stack_array_problems(spec, chip)
+    if problems:
+        raise StackProfileError(problems, header=f"stack '{spec.name}' does not fit chip '{chip.name}' (choose a stack "
+                                           f"that does: {', '.join(list_stacks())}, or fix the profile)")
     return spec
+
+
+def _line_in(path, loc) -> int:
+    try:
+        return read_yaml(path).line_of(loc)
+    except ConfigError:
+        return 0
 
 
 # ----------------------------------------------------------------------------- one op
@@ -131,7 +177,8 @@ def _parse(expr: str):
 
 
 def _eval(expr, env: dict, where: str) -> float:
-    """A profile's byte / element expression: a number, or + - * / // ( ) max min over ``env``."""
+    """A profile's byte / element expression: a number, or + - * / // ( ) max min over ``env``
+    (what sim.spec.stack_spec._check_expression admits)."""
     if not isinstance(expr, str):
         return float(expr)
 
@@ -145,8 +192,6 @@ def _eval(expr, env: dict, where: str) -> float:
             return float(env[node.id])
         if isinstance(node, ast.BinOp) and type(node.op) in EXPRESSION_BINOPS:
             return EXPRESSION_BINOPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") \
                 and node.args and not node.keywords:
             return (max if node.func.id == "max" else min)(ev(a) for a in node.args)
@@ -155,19 +200,37 @@ def _eval(expr, env: dict, where: str) -> float:
     return ev(_parse(expr))
 
 
-def _step_kernels(prefix: str, steps: tuple[StepKernel, ...], env: dict) -> list[VectorOp]:
-    """The memory-bound kernels a profile lists for one unit of an op, sized from ``env``."""
+def _step_kernels(prefix: str, steps: tuple[StepKernel, ...], env: dict, stack: StackSpec,
+                  loc: tuple) -> list[VectorOp]:
+    """The memory-bound kernels a profile lists for one unit of an op, sized from ``env``;
+    ``loc`` is the key path of ``steps`` in the profile (``unfused.rope.kernels``), named with the
+    profile's file and line when a count comes out negative for this op."""
     out = []
     eb = env.get("eb", 2)
-    for k in steps:
+    for i, k in enumerate(steps):
         where = f"{prefix}.{k.name}"
-        read = max(0, int(round(_eval(k.read, env, where))))
-        write = max(0, int(round(_eval(k.write, env, where))))
-        el = _eval(k.elements, env, where) if k.elements is not None else write / eb
-        row = int(round(_eval(k.row, env, where))) if k.row is not None else 0
-        out.append(VectorOp(where, k.op, max(1, int(round(el))), k.ops_per_element, read, write,
-                            row_elements=max(0, row)))
+
+        def count(field: str, expr) -> float:
+            v = _eval(expr, env, where)
+            if v < 0:  # was clamped to 0 without a word (`read: m - 2*k`)
+                raise _negative_count(stack, loc + (i, field), expr, v, env)
+            return v
+
+        read = int(round(count("read", k.read)))
+        write = int(round(count("write", k.write)))
+        el = count("elements", k.elements) if k.elements is not None else write / eb
+        row = int(round(count("row", k.row))) if k.row is not None else 0
+        out.append(VectorOp(where, k.op, max(1, int(round(el))), k.ops_per_element, read, write, row_elements=row))
     return out
+
+
+def _negative_count(stack: StackSpec, loc: tuple, expr, value: float, env: dict) -> StackProfileError:
+    path = stack.source_path
+    names = ", ".join(f"{n}={env[n]:g}" for n in sorted(env) if isinstance(env[n], (int, float)))
+    return StackProfileError(ConfigProblem(
+        str(path) if path is not None else f"stack '{stack.name}'", _line_in(path, loc) if path is not None else 0,
+        ".".join(map(str, loc)), f"{expr!r} is {value:g} for this op ({names}); a byte or element count cannot be "
+                                 "negative"))
 
 
 def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
@@ -183,10 +246,12 @@ def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
                     for kop, lib in main]
         out: list[tuple[object, dict]] = []
         for _ in range(op.count):
-            out += [(k, {}) for k in _step_kernels(op.name, wo.before, env)]
+            out += [(k, {}) for k in _step_kernels(op.name, wo.before, env, s,
+                                                   ("gemm", "weight_only", op.weight_dtype, "before"))]
         out += main
         for _ in range(op.count):
-            out += [(k, {}) for k in _step_kernels(op.name, wo.after, env)]
+            out += [(k, {}) for k in _step_kernels(op.name, wo.after, env, s,
+                                                   ("gemm", "weight_only", op.weight_dtype, "after"))]
         return out
     return _gemm_main(op, s)
 
@@ -237,7 +302,7 @@ def _output_copy(op: Attention, s: StackSpec) -> list[tuple[object, dict]]:
     return [(Copy(f"{op.name}.transpose", op.batch * op.q_len * op.heads * op.head_dim * _elem_bytes(op.dtype)), {})]
 
 
-def _unfused_kernels(op: VectorOp, rule, ctx: dict) -> list[tuple[object, dict]]:
+def _unfused_kernels(op: VectorOp, rule, ctx: dict, stack: StackSpec, key: str) -> list[tuple[object, dict]]:
     """An op the profile runs as several kernels (``unfused:``): its kernels per unit - once,
     for q and for k (RoPE), or per active expert - sized by the op and its layer (``ctx``)."""
     eb = ctx.get("eb") or (op.write_bytes / op.elements if op.op == "rope" else 2)
@@ -255,14 +320,15 @@ def _unfused_kernels(op: VectorOp, rule, ctx: dict) -> list[tuple[object, dict]]
     out: list[tuple[object, dict]] = []
     for tag, n in units:
         out += [(k, {}) for k in _step_kernels(f"{op.name}.{tag}" if tag else op.name, rule.kernels,
-                                               dict(env, n=n))]
+                                               dict(env, n=n), stack, ("unfused", key, "kernels"))]
     return out
 
 
 def _vector_kernels(op: VectorOp, s: StackSpec, ctx: dict | None = None) -> list[tuple[object, dict]]:
-    rule = s.unfused.get(op.name) or s.unfused.get(op.op)
+    key = op.name if op.name in s.unfused else op.op
+    rule = s.unfused.get(key)
     if rule is not None:
-        return _unfused_kernels(op, rule, ctx or {})
+        return _unfused_kernels(op, rule, ctx or {}, s, key)
     if op.op == "kv_append" and s.kv_append == "split":
         half = VectorOp(f"{op.name}.half", op.op, op.elements // 2, op.ops_per_element, op.read_bytes // 2,
                         op.write_bytes // 2)

@@ -13,9 +13,10 @@ import ast
 import bisect
 import math
 import operator
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from sim.errors import UnknownNameError
 from sim.spec.dtypes import get_format
@@ -61,6 +62,33 @@ def _known_format(name):
 
 _Format = Annotated[str, AfterValidator(_known_format)]
 
+#: the kernel classes a profile's kernels (``op:``) and stream-kernel rules (``ops:``) may name: the
+#: VectorOp names the LLM trace builder emits (``sim.model.workload.llm.VECTOR_OPS_PER_ELEMENT``, a
+#: test keeps them in here), those the lowering and the engine add (fill, gather, cat, split-K /
+#: split-KV reductions), ``sim validate``'s elementwise cases (mul, silu), and the eager PyTorch
+#: kernels the shipped profiles split ops into.  A profile that needs a new class adds it here: an
+#: unknown name (``op: teleport``) passed ``sim check`` and then matched no stream-kernel rule, so
+#: the kernel ran at the ideal stream rate without a word.
+KERNEL_CLASSES = frozenset({
+    # the trace builder's VectorOps
+    "rmsnorm", "layernorm", "rope", "kv_append", "softmax", "silu_mul", "gelu_mul", "gelu", "relu", "add",
+    "topk", "moe_dispatch", "moe_combine", "quant_act", "dequant", "block_scale",
+    # added by the lowering (sim.model.stacks) and the engine (sim.model.engine.run); validation cases
+    "fill", "gather", "cat", "split_k_reduce", "split_kv_reduce", "mul", "silu",
+    # eager PyTorch kernels the profiles name (copies, broadcasts, strided halves, reductions, indexing)
+    "copy", "bcast_mul", "neg", "strided_cat", "strided_mul", "strided_silu", "sort", "sum", "div", "index",
+    "index_add",
+})
+
+
+def _known_kernel_class(name):
+    if name not in KERNEL_CLASSES:
+        raise ValueError(str(UnknownNameError("kernel class", name, sorted(KERNEL_CLASSES))))
+    return name
+
+
+_KernelClass = Annotated[str, AfterValidator(_known_kernel_class)]
+
 
 class MisalignedGemmRule(_Frozen):
     """16-bit GEMMs whose row strides are not aligned for the main kernels' loads."""
@@ -93,7 +121,8 @@ class StepKernel(_Frozen):
     the names the lowering gives the op (see :attr:`UnfusedRule.kernels`)."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="suffix of the kernel's op name")
-    op: str = Field(min_length=1, description="VectorOp name of the kernel: its class (stream_kernels rule)")
+    op: _KernelClass = Field(description="VectorOp name of the kernel: its class (stream_kernels rule; one of "
+                                         "KERNEL_CLASSES)")
     read: float | str = Field(description="bytes read (expression)")
     write: float | str = Field(description="bytes written (expression)")
     elements: float | str | None = Field(default=None, description="elements it computes; default write / eb")
@@ -123,7 +152,7 @@ EXPRESSION_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: ope
 
 def _check_expression(v):
     """A kernel's byte / element expression as the lowering evaluates it (sim.model.stacks._eval):
-    a finite number >= 0, or + - * / // ( ) max min over names; anything else is refused here,
+    a finite number >= 0, or + - * / // ( ) max min over names (no unary minus); anything else is refused here,
     when the profile is read, instead of failing (or running Python) when an op is lowered."""
     if v is None:
         return v
@@ -152,7 +181,11 @@ def _check_expression(v):
                 raise ValueError(f"{v!r} divides by zero")
             return ok(node.left) and ok(node.right)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return ok(node.operand)
+            # every name is a size (>= 0), so a negated term only takes away: `-m*k` is never a
+            # count, and was clamped to 0 without a word; a difference is written a - b (a negative
+            # result for some shape is then an error naming this key when the op is lowered)
+            raise ValueError(f"{v!r} negates a term (a unary minus): byte and element counts are never negative; "
+                             "write a difference as a - b")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
             return bool(node.args) and not node.keywords and all(ok(a) for a in node.args)
         return False
@@ -238,7 +271,8 @@ class StreamKernelRule(_Frozen):
     row in dependent steps, then reduces it across the block before it can write).  A kernel
     that matches no rule is the ideal stream (a chip or stack with no such data)."""
 
-    ops: tuple[str, ...] = Field(min_length=1, description="VectorOp names (rmsnorm, softmax, ...) of the class")
+    ops: tuple[_KernelClass, ...] = Field(description="VectorOp names (rmsnorm, softmax, ...) of the class "
+                                                      "(KERNEL_CLASSES), at least one")
     min_row_elements: int = Field(default=0, ge=0, description="rule applies to rows at least this long")
     max_row_elements: int | None = Field(default=None, ge=1, description="... and at most this long")
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0,
@@ -252,6 +286,14 @@ class StreamKernelRule(_Frozen):
     max_rows: int | None = Field(default=None, ge=1, description="... and at most this many")
     floor_ns_per_row: float = Field(default=0.0, ge=0.0, description="added to the floor per row")
     source: str = Field(default="", description="the measurement (file, rows) the numbers come from")
+
+    @field_validator("ops", mode="after")
+    @classmethod
+    def _some_ops(cls, v):
+        # here rather than min_length: an unknown name would also have read as "at least 1 item"
+        if not v:
+            raise ValueError("name at least one kernel class")
+        return v
 
     def matches(self, op: str, row_elements: int, rows: int = 0) -> bool:
         return op in self.ops and row_elements >= self.min_row_elements and \
@@ -360,15 +402,29 @@ class StackSpec(_Frozen):
                                   "iteration runs unpadded)")
     references: tuple[str, ...] = ()
 
+    #: the file the profile was read from (set by sim.model.stacks.load_stack; None when built in Python)
+    _source_path: Optional[Path] = PrivateAttr(default=None)
+
+    @property
+    def source_path(self) -> Optional[Path]:
+        return self._source_path
+
+    def array_refs(self) -> list[tuple[tuple, str]]:
+        """Every array name the profile refers to, with the key path it is given at."""
+        a, g = self.attention, self.gemm
+        out: list[tuple[tuple, str]] = [(("attention", k), v) for k, v in
+                                        (("decode_array", a.decode_array), ("prefill_array", a.prefill_array)) if v]
+        out += [(("gemm", "dtype_arrays", f), v) for f, v in g.dtype_arrays.items()]
+        if g.misaligned is not None:
+            out += [(("gemm", "misaligned", "even_array"), g.misaligned.even_array),
+                    (("gemm", "misaligned", "odd_array"), g.misaligned.odd_array)]
+        out += [(("gemm", "weight_only", f, "row_work", "array"), w.row_work.array)
+                for f, w in g.weight_only.items() if w.row_work is not None]
+        return out
+
     def arrays(self) -> set[str]:
         """Every array name the profile refers to."""
-        a = self.attention
-        out = {x for x in (a.decode_array, a.prefill_array) if x}
-        out.update(self.gemm.dtype_arrays.values())
-        if self.gemm.misaligned is not None:
-            out.update((self.gemm.misaligned.even_array, self.gemm.misaligned.odd_array))
-        out.update(w.row_work.array for w in self.gemm.weight_only.values() if w.row_work is not None)
-        return out
+        return {a for _, a in self.array_refs()}
 
     def stream_rule(self, op: str, row_elements: int = 0, rows: int = 0) -> StreamKernelRule | None:
         """The first stream-kernel class ``op`` (a VectorOp name) with ``rows`` rows of
