@@ -54,7 +54,9 @@ def _stack(tmp_path, old: str, new: str, name: str = "eager_pytorch"):
     # was clamped to 0 bytes
     ("read: m*k*eb, write: m*k*4", "read: -m*k, write: m*k*4", "gemm.weight_only.int8.before.0.read",
      ["'-m*k' negates a term", "write a difference as a - b"]),
-], ids=["op", "stream-ops", "decode-array", "misaligned-array", "unary-minus"])
+    ("rate_class: fp32", "rate_class: fp33", "gemm.weight_only.int4.row_work.rate_class",
+     ["unknown rate class 'fp33'; did you mean 'fp32'?"]),
+], ids=["op", "stream-ops", "decode-array", "misaligned-array", "unary-minus", "rate-class"])
 def test_stack_profile_names_and_signs(tmp_path, old, new, key, needles):
     f, line = _stack(tmp_path, old, new)
     refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: {key}: ", *needles)

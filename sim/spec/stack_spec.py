@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from sim.errors import UnknownNameError
 from sim.spec.dtypes import get_format
+from sim.spec.spec_base import resolve_rate_class
 
 
 class _Frozen(BaseModel):
@@ -230,6 +231,16 @@ class RowWorkRule(_Frozen):
     array: str = Field(min_length=1, description="chip array whose peak MAC rate the per-row work runs at a "
                                                  "fraction of (e.g. cuda_cores)")
     rate_class: str = Field(default="fp32", description="the array's rate class the fraction refers to")
+
+    @field_validator("rate_class")
+    @classmethod
+    def _rate_class(cls, v):
+        # an unknown class (fp33) passed sim check
+        try:
+            resolve_rate_class(v)
+        except UnknownNameError as exc:
+            raise ValueError(str(exc)) from None
+        return v
     fraction: float = Field(gt=0.0, le=1.0, description="achieved fraction of that peak (a calibration)")
     source: str = Field(default="", description="the microbenchmark the numbers come from")
 
