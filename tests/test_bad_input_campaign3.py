@@ -105,3 +105,29 @@ def test_every_kernel_class_the_simulator_emits_is_one_a_profile_may_name():
     from sim.spec.stack_spec import KERNEL_CLASSES
 
     assert set(VECTOR_OPS_PER_ELEMENT) <= KERNEL_CLASSES
+
+
+# --------------------------------------------------------------------------- sim plot
+
+
+@pytest.mark.parametrize("kind, extra, needles", [
+    ("pareto", [], ["r.csv: no column 'area_mm2' in the results (columns: a, b)", "--x / --y"]),
+    ("heatmap", ["--x", "a", "--y", "b", "--z", "c"], ["r.csv: no column 'c'", "--z"]),
+    ("heatmap", [], ["r.csv: a heatmap needs two parameters"]),
+    ("pareto", ["--where", "zz=5"], ["r.csv: --where: no column 'zz'"]),
+])
+def test_plot_errors_name_the_results_file(tmp_path, kind, extra, needles):
+    table = tmp_path / "r.csv"
+    table.write_text("a,b\n1,2\n")
+    refused(sim("plot", kind, str(table), "--out", str(tmp_path / "p.png"), *extra), *needles)  # named no file
+
+
+def test_plot_of_a_run_result_without_ops_or_chip(tmp_path):
+    f = tmp_path / "run.json"
+    f.write_text('{"ops": [{"op": "a", "kind": "gemm", "seconds": 1}]}')
+    # was 'internal error: TypeError: expected str, bytes or os.PathLike object, not NoneType', exit 3
+    refused(sim("plot", "roofline", str(f), "--out", str(tmp_path / "p.png")), "run.json: the result names no chip",
+            "--chip")
+    f.write_text('{"chip": "npu_128x128", "ops": []}')  # was an empty figure, exit 0
+    for kind in ("roofline", "breakdown"):
+        refused(sim("plot", kind, str(f), "--out", str(tmp_path / "p.png")), "run.json: the result has no ops")

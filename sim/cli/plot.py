@@ -45,17 +45,30 @@ def run(args) -> int:
     kind = args.kind
     if kind in ("roofline", "breakdown"):
         results = [read_run_json(p) for p in args.results]
+        for p, r in zip(args.results, results):
+            if not r["ops"]:
+                raise SimError(f"{p}: the result has no ops to plot")
         if kind == "breakdown":
             if len(results) != 1:
                 raise SimError("breakdown plots one result; give one JSON file")
             path = breakdown(results[0], out, title=args.title)
         else:
+            if not args.chip and not isinstance(results[0].get("chip"), str):
+                # was 'internal error: TypeError: expected str, bytes or os.PathLike object, not NoneType'
+                raise SimError(f"{args.results[0]}: the result names no chip ('chip'); give the chip with --chip")
             chip = load_chip(args.chip or results[0].get("chip"), overrides=args.set or [])
             ops = [o for r in results for o in r["ops"]]
             head = ", ".join(f"{r.get('model', '')} {r.get('phase', '')}" for r in results)
             path = roofline(ops, chip, out, title=args.title or f"Roofline: {head} on {chip.name}")
     else:
-        df = filter_rows(read_tables(args.results), args.where)
+        # the results' files name every problem with a table (a missing column, no parameter
+        # that varies, --where matching nothing): 'no column area_mm2' named none
+        files = ", ".join(args.results)
+        df = read_tables(args.results)
+        try:
+            df = filter_rows(df, args.where)
+        except SimError as exc:
+            raise SimError(f"{files}: {exc}") from None
         try:
             if kind == "pareto":
                 path = pareto(df, out, x=args.x or "area_mm2", y=args.y or "tokens_per_s", color=args.color,
@@ -66,10 +79,12 @@ def run(args) -> int:
                 x = args.x or auto_x
                 y = args.y or (auto_y if auto_y != x else next((q for q in params if q != x), None))
                 if not x or not y:
-                    raise SimError("heatmap needs two parameters (--x and --y); the results vary "
+                    raise SimError(f"{files}: a heatmap needs two parameters (--x and --y); the results vary "
                                    f"{', '.join(params) if params else 'none'}")
                 path = heatmap(df, out, x=x, y=y, z=args.z or "tokens_per_s", title=args.title, agg=args.agg)
         except KeyError as exc:
-            raise SimError(str(exc.args[0]) if exc.args else str(exc)) from None
+            msg = str(exc.args[0]) if exc.args else str(exc)
+            hint = "; choose columns with --x / --y" + (" / --z" if kind == "heatmap" else "")
+            raise SimError(f"{files}: {msg}{hint}") from None
     print(f"wrote {path}", file=sys.stdout)
     return 0
