@@ -131,3 +131,30 @@ def test_plot_of_a_run_result_without_ops_or_chip(tmp_path):
     f.write_text('{"chip": "npu_128x128", "ops": []}')  # was an empty figure, exit 0
     for kind in ("roofline", "breakdown"):
         refused(sim("plot", kind, str(f), "--out", str(tmp_path / "p.png")), "run.json: the result has no ops")
+
+
+# --------------------------------------------------------------------------- chip values no JEDEC part has
+
+
+@pytest.mark.parametrize("old, new, key, needles", [
+    # each was accepted; the partition then failed every GEMM with "no tile fits", naming no file
+    ("input_kib: 64 ", "input_kib: 0 ", "memory.levels.0.partition.input_kib", ["greater than 0"]),
+    ("bus_width_bits: 64 ", "bus_width_bits: 7 ", "memory.levels.1.bus_width_bits", ["power of two from 8 to 4096"]),
+    ("bus_width_bits: 64 ", "bus_width_bits: 96 ", "memory.levels.1.bus_width_bits", ["power of two"]),
+    ("burst_length: 8 ", "burst_length: 3 ", "memory.levels.1.burst_length", ["one of 2, 4, 8, 16, 32"]),
+    ("t_ccd_s_nck: 4 ", "t_ccd_s_nck: 4.5 ", "memory.levels.1.t_ccd_s_nck", ["whole number of clock cycles"]),
+    ("t_ccd_l_nck: 5 ", "t_ccd_l_nck: 5.5 ", "memory.levels.1.t_ccd_l_nck", ["whole number of clock cycles"]),
+], ids=["partition-0", "bus-7", "bus-96", "burst-3", "tccd-s", "tccd-l"])
+def test_dram_and_sram_values_no_part_has(tmp_path, old, new, key, needles):
+    text = (ROOT / "arch_configs" / "scalesim_32x32.yaml").read_text()
+    assert old in text
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if old in ln)
+    f = tmp_path / "chip.yaml"
+    f.write_text(text.replace(old, new, 1))
+    refused(sim("check", str(f)), f"chip.yaml:{line}: {key}: ", *needles)
+
+
+def test_every_shipped_chip_has_jedec_dram_values():
+    from sim.apps.check import check_files
+
+    assert check_files([ROOT / "arch_configs"]) == []

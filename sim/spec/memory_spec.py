@@ -32,11 +32,14 @@ class RegistersLevel(_Spec):
 
 
 class SramPartition(_Spec):
-    """A split of an SRAM level between operands (KiB each)."""
+    """A split of an SRAM level between operands (KiB each).  Every operand needs room for
+    one tile: a 0 KiB share (``input_kib: 0``) passed and then no GEMM mapped at all ("no tile
+    fits the per-core SRAM (192.0 KiB, partitioned)"), naming no file; a chip without a buffer
+    for an operand leaves ``partition`` out (one unified buffer)."""
 
-    input_kib: _num(ge=0, le=_BIG)
-    weight_kib: _num(ge=0, le=_BIG)
-    output_kib: _num(ge=0, le=_BIG)
+    input_kib: _num(gt=0, le=_BIG)
+    weight_kib: _num(gt=0, le=_BIG)
+    output_kib: _num(gt=0, le=_BIG)
 
     @property
     def total_kib(self) -> float:
@@ -124,6 +127,10 @@ class SramLevel(_Spec):
         return int(round(getattr(self.partition, f"{operand}_kib") * 1024))
 
 
+#: the burst lengths JEDEC DRAM standards define (see DramLevel._geometry)
+_JEDEC_BURST_LENGTHS = (2, 4, 8, 16, 32)
+
+
 class DramLevel(_Spec):
     """Off-chip DRAM (DDR, LPDDR, HBM), the last memory level.
 
@@ -183,6 +190,31 @@ class DramLevel(_Spec):
     @model_validator(mode="after")
     def _geometry(self) -> "DramLevel":
         problems: list[tuple[tuple[Any, ...], str, Any]] = []
+        # What a JEDEC part can be (values the timing model computed with, though no device has
+        # them):
+        # * the data bus of a channel / pseudo-channel is a power of two of bits, built from x4 /
+        #   x8 / x16 devices: DDR3/DDR4 64 (JESD79-3F, JESD79-4: x64 channel; ECC bits carry no
+        #   data), LPDDR5/5X 16 (JESD209-5: x16 channel), HBM2/2E 128 or 64 per pseudo-channel
+        #   (JESD235), HBM3/3E 64 or 32 per pseudo-channel (JESD238);
+        # * the burst length is a power of two of beats: BL2/BL4 (HBM2, JESD235), BL8 (DDR3,
+        #   DDR4, HBM3), BL16/BL32 (LPDDR5 JESD209-5, DDR5 JESD79-5);
+        # * commands are issued on clock edges, so the column-to-column spacings tCCD_S / tCCD_L
+        #   are whole clocks nCK (every JEDEC table gives them so).  t_rrd_*_nck stay free: a
+        #   chip whose DRAM sits behind a slower link (eyeriss.yaml) gives the device's tRRD in
+        #   link clocks.
+        bw = self.bus_width_bits
+        if bw < 8 or bw & (bw - 1):
+            problems.append((("bus_width_bits",), "must be a power of two from 8 to 4096 bits (JEDEC data buses: "
+                             "DDR3/DDR4 64, LPDDR5 16, HBM2 128 or 64, HBM3 64 or 32 per pseudo-channel)", bw))
+        if self.burst_length not in _JEDEC_BURST_LENGTHS:
+            problems.append((("burst_length",), f"must be one of {', '.join(map(str, _JEDEC_BURST_LENGTHS))} "
+                             "(JEDEC bursts: BL2/BL4 HBM2, BL8 DDR3/DDR4/HBM3, BL16/BL32 LPDDR5/DDR5)",
+                             self.burst_length))
+        for key in ("t_ccd_s_nck", "t_ccd_l_nck"):
+            v = getattr(self, key)
+            if v is not None and v != int(v):
+                problems.append(((key,), "must be a whole number of clock cycles (JEDEC column-to-column "
+                                 "timings are in nCK: commands issue on clock edges)", v))
         bits = self.bus_width_bits * self.burst_length
         if bits % 8:
             problems.append((("burst_length",), f"bus_width_bits x burst_length = {bits} bits is not a whole "
