@@ -158,3 +158,24 @@ def test_every_shipped_chip_has_jedec_dram_values():
     from sim.apps.check import check_files
 
     assert check_files([ROOT / "arch_configs"]) == []
+
+
+# --------------------------------------------------------------------------- sim.serve from Python
+
+
+@pytest.mark.parametrize("k", [0, 2])
+@pytest.mark.parametrize("draft, needle", [("nomodel", "draft_model: unknown model 'nomodel'"),
+                                           ("", "draft_model: empty")])
+def test_serve_checks_its_draft_model_as_the_cli_does(k, draft, needle):
+    """sim.serve(draft_model="nomodel", speculative_k=0) was silent while `sim serve --draft-model
+    nomodel` was refused; both now check it in one place (serving.simulator.load_draft_model)."""
+    import sim as simlib
+    from sim.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match=needle):
+        simlib.serve("npu_128x128", "tiny", num_requests=2, draft_model=draft, speculative_k=k)
+
+
+def test_sim_serve_refuses_an_empty_draft_model():
+    refused(sim("serve", "npu_128x128", "tiny", "--num-requests", "2", "-q", "--draft-model", ""),
+            "--draft-model: empty")

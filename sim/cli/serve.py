@@ -171,14 +171,11 @@ def _check_args(args) -> None:
             bad(flag, v, ">= 0")
     if args.speculative_k > 64:
         bad("--speculative-k", args.speculative_k, "at most 64 drafted tokens per step")
-    if args.draft_model:
-        # named even when no token is drafted (--speculative-k 0), so a typo is not silent
-        from sim.model.workload.models import load_model_spec
+    if args.draft_model is not None:
+        # named even when no token is drafted (--speculative-k 0); the check sim.serve makes
+        from sim.apps.serving.simulator import load_draft_model
 
-        try:
-            load_model_spec(args.draft_model)
-        except SimError as exc:
-            raise WorkloadError(f"--draft-model: {exc}") from None
+        load_draft_model(args.draft_model, "--draft-model")
     for flag, v, low in (("--replicas", args.replicas, 1), ("--tensor-parallel", args.tensor_parallel, 1),
                          ("--max-batch", args.max_batch, 1), ("--token-budget", args.token_budget, 1),
                          ("--block-tokens", args.block_tokens, 1), ("--kv-capacity-tokens", args.kv_capacity_tokens, 1),

@@ -27,7 +27,7 @@ from sim.apps.serving.schedulers.base import Seq
 from sim.apps.serving.schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
 from sim.apps.serving.speculative import Speculative
 from sim.apps.serving.workload import LengthDist, Request, generate, load_trace
-from sim.errors import UnknownNameError, WorkloadError
+from sim.errors import SimError, UnknownNameError, WorkloadError
 from sim.model.engine.lower import Options
 from sim.model.workload.llm import Parallelism, Precision, weight_bytes
 from sim.model.workload.models import load_model_spec
@@ -129,6 +129,21 @@ def _check(cfg: ServeConfig) -> None:
         raise WorkloadError(f"speculative_k: must be >= 0, got {cfg.speculative_k}")
 
 
+def load_draft_model(draft_model, flag: str = "draft_model"):
+    """The speculative-decoding draft model (a name, a path or a ModelSpec; None: none), loaded
+    and checked even when no token is drafted (``speculative_k`` 0), so a typo is never silent
+    (``draft_model="nomodel"`` passed ``serve`` without a word).  ``sim serve --draft-model`` and
+    :func:`serve` both check it here; errors name ``flag``."""
+    if draft_model is None:
+        return None
+    if isinstance(draft_model, str) and not draft_model.strip():
+        raise WorkloadError(f"{flag}: empty; give a model name or a model file, or leave it out")
+    try:
+        return load_model_spec(draft_model)
+    except SimError as exc:
+        raise WorkloadError(f"{flag}: {exc}") from None
+
+
 def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
     if requests is not None:
         reqs = list(requests)
@@ -168,6 +183,7 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
         raise UnknownNameError("serve parameter", unknown[0], list(ServeConfig.__dataclass_fields__))
     cfg = ServeConfig(**kwargs)
     _check(cfg)
+    checked_draft = load_draft_model(cfg.draft_model)
     slos = check_slos(cfg.slos)
     if isinstance(chip, str):
         chip = load_chip(chip)
@@ -189,8 +205,8 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
                            getattr(cfg.draft_model, "name", cfg.draft_model)) if cfg.speculative_k else None
     draft = None
     draft_spec = None
-    if spec_dec and cfg.draft_model:
-        draft_spec = load_model_spec(cfg.draft_model) if isinstance(cfg.draft_model, str) else cfg.draft_model
+    if spec_dec and checked_draft is not None:
+        draft_spec = checked_draft
         draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                              stack=cfg.stack)
 
