@@ -179,3 +179,27 @@ def test_serve_checks_its_draft_model_as_the_cli_does(k, draft, needle):
 def test_sim_serve_refuses_an_empty_draft_model():
     refused(sim("serve", "npu_128x128", "tiny", "--num-requests", "2", "-q", "--draft-model", ""),
             "--draft-model: empty")
+
+
+# --------------------------------------------------------------------------- empty and unknown names in a sweep
+
+
+@pytest.mark.parametrize("field, needle", [
+    ("dtype: ''", "workloads.0.dtype: unknown number format ''"),        # failed every point, no file
+    ("dtype: bf17", "workloads.0.dtype: unknown number format 'bf17'; did you mean 'bf16'?"),
+    ("kv_dtype: int3", "workloads.0.kv_dtype: unknown number format 'int3'"),
+    ("weight_dtype: ''", "workloads.0.weight_dtype: unknown number format ''"),
+    ("dataflow: ''", "workloads.0.dataflow: empty"),                     # ran the chip's default
+    ("name: ''", "workloads.0.name: empty"),                             # labelled the point by its model
+])
+def test_sweep_workload_names_that_are_empty_or_unknown(tmp_path, field, needle):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"name: t\nchip: npu_128x128\nworkloads: [{{kind: llm, model: tiny, phase: decode, {field}}}]\n")
+    refused(sim("sweep", str(spec), "--dry-run", "--out", str(tmp_path / "o")), f"s.yaml:3: {needle}")
+
+
+@pytest.mark.parametrize("edit", ["--model-set", "--set"])
+def test_an_empty_required_string_from_the_command_line(edit):
+    """Issue 14's `--model-set name=` was accepted; it (and `--set name=`) is now refused as the file would be."""
+    args = ["run", "npu_128x128", "tiny", "-q", edit, "name="]
+    refused(sim(*args), "name: String should have at least 1 character")

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sim.apps.serving.schedulers import SCHEDULERS
 from sim.apps.serving.workload import LengthDist
-from sim.errors import ConfigError
+from sim.errors import ConfigError, UnknownNameError
+from sim.spec.dtypes import get_format
 from sim.spec.loader import parse_override
 from sim.spec.spec_base import is_file_safe
 
@@ -170,6 +171,27 @@ class WorkloadSpec(BaseModel):
             raise ValueError(f"unknown scheduler '{v}'" + (f"; did you mean '{close[0]}'?" if close else "")
                              + f" (schedulers: {', '.join(SCHEDULERS)})")
         return key
+
+    @field_validator("name", "model", "draft_model", "dataflow")
+    @classmethod
+    def _not_empty(cls, v):
+        # `dataflow: ''` ran the chip's default and `name: ''` labelled the point by its model, as
+        # `--dataflow ''` did before the CLI refused it
+        if v is not None and not str(v).strip():
+            raise ValueError("empty; give a value or leave the key out")
+        return v
+
+    @field_validator("dtype", "weight_dtype", "kv_dtype")
+    @classmethod
+    def _number_format(cls, v):
+        # checked when the spec is read: 'bf17' or '' failed every point with "unknown number
+        # format" and no file or line
+        if v is not None:
+            try:
+                get_format(v)
+            except UnknownNameError as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
     @field_validator("prompt", "output")
     @classmethod
