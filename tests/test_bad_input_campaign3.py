@@ -154,6 +154,18 @@ def test_dram_and_sram_values_no_part_has(tmp_path, old, new, key, needles):
     refused(sim("check", str(f)), f"chip.yaml:{line}: {key}: ", *needles)
 
 
+@pytest.mark.parametrize("edit, needles", [
+    # was "dimension k must be >= 1, got -9223372036854775808 at index (0, 0)"
+    ("cores.arrays.0.macs_per_pe_per_cycle.bf16=1e-300", ["cores.arrays.0.macs_per_pe_per_cycle.bf16",
+                                                          "greater than or equal to 0.001"]),
+    # passed sim check, then every run failed with "<dram>: channels: 2**17 pseudo-channels ... not supported"
+    ("memory.levels.hbm.channels=65536", ["memory.levels.2.channels", "131,072 pseudo-channels; at most 65,536"]),
+], ids=["mac-rate", "channels"])
+def test_in_bound_extremes_the_model_cannot_price(edit, needles):
+    for cmd in (["show", "npu_128x128"], ["gemm", "npu_128x128", "--m", "64", "--k", "64", "--n", "64"]):
+        refused(sim(*cmd, "--set", edit), "npu_128x128.yaml (with --set overrides):", *needles)
+
+
 def test_every_shipped_chip_has_jedec_dram_values():
     from sim.apps.check import check_files
 

@@ -43,7 +43,9 @@ class ArraySpec(_Spec):
     rows: _int(1, 1 << 16)
     cols: _int(1, 1 << 16)
     count: _int(1, 1 << 20) = 1
-    macs_per_pe_per_cycle: dict[RateClass, _num(gt=0, le=1e6)] = Field(min_length=1)  # type: ignore[valid-type]
+    # at least one MAC per 1,000 cycles: 1e-300 passed and became "dimension k must be >= 1, got
+    # -9223372036854775808" (k / rate overflowed 64 bits); the slowest shipped rate is 0.6
+    macs_per_pe_per_cycle: dict[RateClass, _num(ge=0.001, le=1e6)] = Field(min_length=1)  # type: ignore[valid-type]
     sparsity_2_4: Flag = False
     # dense-equivalent speedup of the 2:4 units over dense work: 2 in hardware (half the
     # MACs skipped); what a library's sparse kernels reach may be less (microbenchmarked)

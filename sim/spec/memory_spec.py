@@ -127,6 +127,8 @@ class SramLevel(_Spec):
         return int(round(getattr(self.partition, f"{operand}_kib") * 1024))
 
 
+#: pseudo-channels of one DRAM level the address hash spreads (sim.model.memory.dram_hash)
+_MAX_PSEUDO_CHANNELS = 1 << 16
 #: the burst lengths JEDEC DRAM standards define (see DramLevel._geometry)
 _JEDEC_BURST_LENGTHS = (2, 4, 8, 16, 32)
 
@@ -215,6 +217,12 @@ class DramLevel(_Spec):
             if v is not None and v != int(v):
                 problems.append(((key,), "must be a whole number of clock cycles (JEDEC column-to-column "
                                  "timings are in nCK: commands issue on clock edges)", v))
+        if self.pseudo_channels > _MAX_PSEUDO_CHANNELS:
+            # the address hash has polynomials up to 2**16 ways: 65,536 HBM3 channels x 2 passed
+            # sim check and failed every run with "<dram>: channels: 2**17 pseudo-channels or banks
+            # are not supported", no file or line
+            problems.append((("channels",), f"channels x pseudo_channels_per_channel = {self.pseudo_channels:,} "
+                             f"pseudo-channels; at most {_MAX_PSEUDO_CHANNELS:,}", self.channels))
         bits = self.bus_width_bits * self.burst_length
         if bits % 8:
             problems.append((("burst_length",), f"bus_width_bits x burst_length = {bits} bits is not a whole "
