@@ -123,7 +123,7 @@ def test_csv_that_cannot_be_written_is_refused_before_the_sweep(tmp_path, where)
     ("5", ["'ops' must be a list of op objects", "got int"]),  # was 'DataFrame constructor not properly called', exit 3
     ("[1]", ["'ops' must be a list of op objects"]),
     ("[{}]", ["ops.0 has no 'op', 'kind', 'seconds'"]),  # was KeyError: 'total_seconds', exit 3
-    ('[{"op": "a", "kind": "gemm", "seconds": "x"}]', ["ops.0.seconds must be a number"]),
+    ('[{"op": "a", "kind": "gemm", "seconds": "x"}]', ["ops.0.seconds must be a finite number"]),
 ])
 @pytest.mark.parametrize("kind", ["breakdown", "roofline"])
 def test_a_run_json_whose_ops_are_not_ops(tmp_path, kind, ops, needles):

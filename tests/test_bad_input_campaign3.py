@@ -131,6 +131,10 @@ def test_plot_of_a_run_result_without_ops_or_chip(tmp_path):
     f.write_text('{"chip": "npu_128x128", "ops": []}')  # was an empty figure, exit 0
     for kind in ("roofline", "breakdown"):
         refused(sim("plot", kind, str(f), "--out", str(tmp_path / "p.png")), "run.json: the result has no ops")
+    f.write_text('{"chip": "npu_128x128", "ops": [{"op": "a", "kind": "gemm", "seconds": NaN}]}')
+    # issue 14's NaN-filled JSON: an internal error once, then a figure without the op, exit 0
+    refused(sim("plot", "breakdown", str(f), "--out", str(tmp_path / "p.png")),
+            "run.json: ops.0.seconds must be a finite number >= 0, got nan")
 
 
 # --------------------------------------------------------------------------- chip values no JEDEC part has

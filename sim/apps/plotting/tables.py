@@ -32,8 +32,10 @@ def read_run_json(path: str) -> dict:
         if missing:
             raise SimError(f"{path}: ops.{i} has no {', '.join(repr(k) for k in missing)} (every op of "
                            "`sim run --json` has op, kind and seconds)")
-        if isinstance(o["seconds"], bool) or not isinstance(o["seconds"], (int, float)):
-            raise SimError(f"{path}: ops.{i}.seconds must be a number, got {o['seconds']!r}")
+        if isinstance(o["seconds"], bool) or not isinstance(o["seconds"], (int, float)) \
+                or not np.isfinite(o["seconds"]) or o["seconds"] < 0:
+            # NaN / Infinity (json reads them) drew a figure with the op missing, exit 0
+            raise SimError(f"{path}: ops.{i}.seconds must be a finite number >= 0, got {o['seconds']!r}")
     return data
 
 
