@@ -219,3 +219,27 @@ def test_an_empty_required_string_from_the_command_line(edit):
     """Issue 14's `--model-set name=` was accepted; it (and `--set name=`) is now refused as the file would be."""
     args = ["run", "npu_128x128", "tiny", "-q", edit, "name="]
     refused(sim(*args), "name: String should have at least 1 character")
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def test_a_full_disk_names_where_the_command_writes(tmp_path, monkeypatch, capsys):
+    """A write that fails part-way (ENOSPC) carries no file name: the error said only
+    'OSError: [Errno 28] No space left on device' (issue 14: "a full disk (no path named)").
+    Checked in-process (filling a real disk needs a mount): the plot writer raises it."""
+    import errno
+
+    import sim.apps.plotting as plotting
+    from sim.cli import main
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(plotting, "pareto", full)
+    table = tmp_path / "r.csv"
+    table.write_text("a,b\n1,2\n")
+    out = tmp_path / "p.png"
+    assert main(["plot", "pareto", str(table), "--x", "a", "--y", "b", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: No space left on device while writing its output (--out {out})" in err, err

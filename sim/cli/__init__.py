@@ -123,6 +123,15 @@ def _check_out(args) -> None:
         raise SimError(f"--out {out} is an existing file; {args.command} writes a folder there (choose another path)")
 
 
+def _written_to(args) -> str:
+    """Where a command writes, for an error that names no file: its output options, else its
+    default output and the result cache."""
+    given = [f"--{k} {v}" for k in ("out", "csv") if (v := getattr(args, k, None))]
+    if given:
+        return "its output (" + ", ".join(given) + ")"
+    return "its output or the result cache (a full disk? choose another place with --out where the command has it)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -158,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         if exc.filename:
             print(f"error: cannot access {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         else:
-            print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            # a write that failed part-way (a full disk) carries no file name: name where the
+            # command writes ("OSError: [Errno 28] No space left on device" named nothing)
+            print(f"error: {exc.strerror or exc} while writing {_written_to(args)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug: say so plainly, keep the traceback for SIM_DEBUG=1
         if debug:
