@@ -243,3 +243,27 @@ def test_a_full_disk_names_where_the_command_writes(tmp_path, monkeypatch, capsy
     assert main(["plot", "pareto", str(table), "--x", "a", "--y", "b", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"error: No space left on device while writing its output (--out {out})" in err, err
+
+
+# --------------------------------------------------------------------------- a Dask address that never answers
+
+
+def test_a_dask_address_that_accepts_but_never_answers(tmp_path):
+    """Issue 14: > 90 s despite the 5 s connect timeout (Dask's timeout does not cover its handshake)."""
+    import socket
+    import threading
+
+    pytest.importorskip("distributed")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held = []
+    threading.Thread(target=lambda: [held.append(srv.accept()) for _ in range(16)], daemon=True).start()
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: t\nchip: scalesim_32x32\n"
+                    "workloads: [{name: g, kind: gemm, m: 8, k: 8, n: 8, dtype: int8, memory: ideal}]\n")
+    addr = f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+    proc = sim("sweep", str(spec), "-q", "--out", str(tmp_path / "o"), "--scheduler", addr, "--connect-timeout", "1")
+    refused(proc, f"the Dask scheduler at {addr} accepted the connection but did not answer within 6 s")
+    assert proc.seconds < 30, proc.seconds
+    srv.close()

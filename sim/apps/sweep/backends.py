@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
@@ -162,8 +163,28 @@ def _connect_dask(scheduler: str, jobs: int, timeout: float):
                                dashboard_address=None, silence_logs=logging.ERROR)
         return Client(cluster, timeout=f"{max(timeout, 30)}s"), cluster
     addr = scheduler if "://" in scheduler else f"tcp://{scheduler}"
+    # Dask's timeout covers the TCP connect, not its handshake: a process that accepts the
+    # connection and never answers held Client() for good (> 90 s seen with a 5 s timeout), so
+    # the client is made in a thread this one stops waiting for
+    box: dict = {}
+
+    def make() -> None:
+        try:
+            box["client"] = Client(addr, timeout=f"{timeout}s")
+        except BaseException as exc:  # handed to the caller below
+            box["exc"] = exc
+
+    maker = threading.Thread(target=make, name="sim-dask-connect", daemon=True)
+    maker.start()
+    maker.join(timeout + 5.0)
+    if maker.is_alive():
+        raise SimError(f"the Dask scheduler at {addr} accepted the connection but did not answer within "
+                       f"{timeout + 5:g} s (is it a Dask scheduler? `dask scheduler` prints its address); or use "
+                       "--scheduler local")
     try:
-        client = Client(addr, timeout=f"{timeout}s")
+        if "exc" in box:
+            raise box["exc"]
+        client = box["client"]
     except (OSError, TimeoutError, ValueError) as exc:
         raise SimError(f"cannot reach the Dask scheduler at {addr} within {timeout:g} s ({exc}); start one with "
                        f"`dask scheduler` and workers with `dask worker {addr}` (with sim installed), or use "
