@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Union
 from sim.apps.sweep.plan import check_spec
 from sim.apps.sweep.spec import load_sweep_spec
 from sim.errors import ConfigError, ConfigProblem, SimError, UnknownNameError
+from sim.model.stacks import load_stack, stack_array_problems
 from sim.spec.chip import ChipSpec
 from sim.spec.dataflow_spec import DataflowSpec
 from sim.spec.loader import read_yaml, validate
@@ -66,8 +67,6 @@ def _check_stack(path: Path, doc) -> None:
     """The profile, and the arrays (library paths) it names: on every catalog chip whose
     ``software_stack`` it is; for a profile no chip names (used with ``--stack``), arrays that no
     catalog chip has at all (``decode_array: tensor_cores_sm9O`` passed before and failed every run)."""
-    from sim.model.stacks import stack_array_problems
-
     spec = validate(StackSpec, doc)
     _name_is_file_name(path, doc, spec.name, "stacks")
     spec._source_path = path
@@ -89,8 +88,6 @@ def _check_stack(path: Path, doc) -> None:
 
 def _check_chip(path: Path, doc) -> None:
     """The chip, and the software stack it names: it exists and every array it uses is the chip's."""
-    from sim.model.stacks import load_stack, stack_array_problems
-
     chip = validate(ChipSpec, doc)
     if chip.software_stack:
         try:
