@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,15 +80,47 @@ def search(prob: TileProblem, cores: int, mem: MemoryBudget, allow_cyclic: bool 
     return search_top(prob, cores, mem, 1, allow_cyclic)[0]
 
 
+#: one ranked candidate: ((estimated cycles, DRAM bytes, -tile volume), distribution,
+#: partition, tile_m, tile_n, tile_k, loop order, SRAM bytes per core, cores used, stages)
+_Entry = tuple[tuple[float, float, float], str, tuple[int, int, int], int, int, int, str, int, int, int]
+
+
+class _Candidates(NamedTuple):
+    """The tile candidates that fit the per-core SRAM, as parallel arrays (one element per
+    candidate), with the share of the DRAM's peak each operand's tiles are read at."""
+
+    MT: np.ndarray
+    NT: np.ndarray
+    KT: np.ndarray
+    buffers: np.ndarray       # tile buffers per operand (pipeline stages)
+    sram: np.ndarray          # SRAM bytes per core, all buffers included
+    eff_a: np.ndarray
+    eff_b: np.ndarray
+    eff_c: np.ndarray
+
+
 def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
                allow_cyclic: bool = True) -> list[Mapping]:
     """The ``top`` best mappings by the analytic estimate (distinct tile shapes and
     distributions), best first."""
     if mem.ideal:
         return [_ideal_mapping(prob, cores, mem)]
-    best = None
-    pool: list = []
-    evaluated = 0
+    cand = _candidates(prob, cores, mem)
+    if prob.distribution == "cyclic":
+        allow_cyclic = True
+    pool, evaluated = _block_entries(prob, cores, mem, cand, top)
+    # the cyclic distribution is tried where it may win: over several cores, or where no
+    # block split exists
+    if allow_cyclic and prob.distribution != "block" and (cores > 1 or not pool):
+        cyclic, n = _cyclic_entries(prob, cores, mem, cand, top)
+        pool += cyclic
+        evaluated += n
+    return _ranked(pool, mem, evaluated, top)
+
+
+def _tile_grid(prob: TileProblem, mem: MemoryBudget) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate tile (m, n, k) and its stages, before the SRAM check: a library's
+    kernel list or menus where the problem has them, else every tile the units allow."""
     m_c = _menu(prob.m, prob.tile_menu_m) if prob.tile_menu_m else tile_candidates(prob.m, prob.unit_m)
     n_c = _menu(prob.n, prob.tile_menu_n) if prob.tile_menu_n else tile_candidates(prob.n, prob.unit_n)
     if prob.fixed_k:
@@ -106,12 +138,17 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         kern = [(a, b, kk, st) for a, b, st, k_own in dict.fromkeys(kern)
                 for kk in ([min(prob.k, k_own)] if k_own else k_c)]
         MT, NT, KT, buffers = (np.array(col, dtype=np.int64) for col in zip(*kern))
-    else:
-        MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
-        MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
-        if prob.fixed_tiles is None and (prob.tile_side_multiple or prob.tile_max_elements):
-            MT, NT, KT = _library_shapes(prob, MT, NT, KT)
-        buffers = pipeline_stages(prob, MT, NT, KT, mem.buffers)
+        return MT, NT, KT, buffers
+    MT, NT, KT = np.meshgrid(np.array(m_c), np.array(n_c), np.array(k_c), indexing="ij")
+    MT, NT, KT = MT.ravel(), NT.ravel(), KT.ravel()
+    if prob.fixed_tiles is None and (prob.tile_side_multiple or prob.tile_max_elements):
+        MT, NT, KT = _library_shapes(prob, MT, NT, KT)
+    return MT, NT, KT, pipeline_stages(prob, MT, NT, KT, mem.buffers)
+
+
+def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates:
+    """The candidate tiles that fit the SRAM; raise MappingError when none does."""
+    MT, NT, KT, buffers = _tile_grid(prob, mem)
     a_b, b_b, c_b = tile_sram_bytes(prob, MT, NT, KT, buffers)
     fits = tiles_fit(mem, a_b, b_b, c_b)
     if not fits.any():
@@ -122,8 +159,6 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
             f"{smallest / 1024:.1f} KiB")
     MT, NT, KT, buffers = MT[fits], NT[fits], KT[fits], buffers[fits]
     sram = (a_b + b_b + c_b)[fits]
-    orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
-    peak = mem.dram_bytes_per_cycle
     # the DRAM rate each operand's tiles are read at (a tile's rows: its contiguous length
     # at the tensor's row pitch, with the chunks the cores keep in flight); partial sums
     # and results go out at the C tile's
@@ -131,11 +166,17 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
     eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
     eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
     eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
+    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c)
 
-    if prob.distribution == "cyclic":
-        allow_cyclic = True
 
-    # ---- block distributions
+def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Candidates,
+                   top: int) -> tuple[list[_Entry], int]:
+    """The best ``top`` candidates of every block split and loop order, and how many
+    (split, order, tile) points were estimated."""
+    MT, NT, KT = cand.MT, cand.NT, cand.KT
+    pool: list[_Entry] = []
+    evaluated = 0
+    orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
     parts = [] if prob.distribution == "cyclic" else partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
     for part in parts:
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
@@ -148,118 +189,133 @@ def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
         comp_parts = [(mm, nn, _sum_compute_parts(prob, MT, NT, KT, mm, nn, prob.k, cnt))
                       for (cnt, mm, nn) in mult if cnt > 0 and mm > 0 and nn > 0]
         for order in orders:
-            # the busiest core bounds compute; an output tile left between its k-steps pays
-            # its array's fill/drain (tail) at every visit
-            comp_max = np.zeros(len(MT))
-            for mm, nn, (steps_c, tails_c) in comp_parts:
-                comp_max = np.maximum(comp_max, steps_c + tails_c * _visits(prob, order, MT, NT, KT, mm, nn, prob.k))
-            rd = np.zeros(len(MT))
-            wr = np.zeros(len(MT))
-            dram_time = np.zeros(len(MT))
-            classes = []
-            for (cnt, mm, nn), times in mult.items():
-                if cnt <= 0 or mm <= 0 or nn <= 0:
-                    continue
-                a, b, c_rd, c_wr = block_traffic_parts(prob, order, MT, NT, KT, mm, nn, prob.k, cnt)
-                rd = rd + (a + b + c_rd) * times
-                wr = wr + c_wr * times
-                dram_time = dram_time + (a / eff_a + b / eff_b + (c_rd + c_wr) / eff_c) * times / peak
-                classes.append((cnt, mm, nn, a + b + c_rd + c_wr))
-            # all cores' traffic shares the DRAM at the rate its patterns sustain
-            dram_bw = (rd + wr) / np.maximum(dram_time, 1e-30)
-            # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
-            core_bw = np.where(rd + wr > 0, np.minimum(mem.port_bytes_per_cycle, dram_bw / len(ranges)),
-                               mem.port_bytes_per_cycle)
-            per_core_max = np.zeros(len(MT))
-            for cnt, mm, nn, moved in classes:
-                steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
-                # double buffering keeps at most `buffers` steps' loads in flight, so each
-                # step costs at least (latency + its bytes / bandwidth) / buffers
-                step_bytes = moved / steps
-                per_step = np.maximum(step_bytes / core_bw, (mem.latency_cycles + step_bytes / core_bw) / buffers)
-                per_core_max = np.maximum(per_core_max, steps * per_step)
-            mem_time = np.maximum(dram_time, per_core_max)
-            mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
-            # prologue and epilogue: the first tiles arrive before compute starts, the
-            # last output tile leaves after it ends
-            first = (footprint_bytes(prob, "a", MT, NT, KT, 1) * ("a" not in prob.resident)
-                     + (footprint_bytes(prob, "b", MT, NT, KT, 1) * ("b" not in prob.resident)
-                        if prob.has_b else 0.0)) / core_bw
-            last = footprint_bytes(prob, "c", MT, NT, KT, 1) * ("c" not in prob.resident) / core_bw
-            est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
+            est, traffic = _block_estimate(prob, mem, cand, order, mult, comp_parts, len(ranges))
             evaluated += len(MT)
-            for i in _pick_many(est, rd + wr, MT, NT, KT, top):
-                cand = (float(est[i]), float(rd[i] + wr[i]), -float(MT[i] * NT[i] * KT[i]))
-                entry = (cand, "block", part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(sram[i]), len(ranges),
-                         int(buffers[i]))
-                pool.append(entry)
-                if best is None or cand < best[0]:
-                    best = entry
+            for i in _pick_many(est, traffic, MT, NT, KT, top):
+                pool.append(((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "block", part,
+                             int(MT[i]), int(NT[i]), int(KT[i]), order, int(cand.sram[i]), len(ranges),
+                             int(cand.buffers[i])))
+    return pool, evaluated
 
-    # ---- cyclic distribution (k innermost, output tiles dealt in order as cores free up)
-    if allow_cyclic and prob.distribution != "block" and (cores > 1 or best is None):
-        tm_ = np.ceil(prob.m / MT)
-        tn_ = np.ceil(prob.n / NT)
-        tiles_out = prob.count * tm_ * tn_
-        used = np.minimum(tiles_out, cores)
-        waves = np.ceil(tiles_out / cores)
-        per_tile = _sum_compute(prob, MT, NT, KT, MT, NT, prob.k, 1)
-        comp = waves * per_tile
-        # every output tile streams its A row panel and B column panel through the core's
-        # fill port, from the chip-level cache when a wave's panels fit there
-        a_panel = footprint_bytes(prob, "a", MT, NT, prob.k, 1)
-        b_panel = footprint_bytes(prob, "b", MT, NT, prob.k, 1) if prob.has_b else 0.0 * a_panel
-        c_tile = footprint_bytes(prob, "c", MT, NT, prob.k, 1)
-        per_core = waves * (a_panel + b_panel + c_tile)
-        port_time = per_core / mem.port_bytes_per_cycle
-        fetched = tiles_out * (a_panel + b_panel)
-        if prob.cluster > 1:
-            # cluster partners share one operand's panel (multicast)
-            fetched = tiles_out * (a_panel + b_panel - np.minimum(a_panel, b_panel) * (1 - 1 / prob.cluster))
-        a_all = footprint_bytes(prob, "a", prob.m, prob.n, prob.k, prob.count)
-        b_all = footprint_bytes(prob, "b", prob.m, prob.n, prob.k, prob.count) if prob.has_b else 0.0
-        c_all = footprint_bytes(prob, "c", prob.m, prob.n, prob.k, prob.count)
-        if mem.l2_bytes > 0:
-            # a wave is a block of about g rows x used/g columns of tiles (grouped
-            # rasterisation, g ~ sqrt(cores)): its distinct panels
-            g = max(1, int(round(np.sqrt(cores))))
-            rows_in_wave = np.minimum(tm_, g)
-            cols_in_wave = np.minimum(tn_, np.ceil(used / rows_in_wave))
-            wave_ws = rows_in_wave * a_panel + cols_in_wave * b_panel
-            reuse = np.clip(mem.l2_bytes / np.maximum(wave_ws, 1.0), 0.0, 1.0)
-            dram_rd = (a_all + b_all) + (fetched - a_all - b_all).clip(min=0) * (1 - reuse)
-            l2_time = fetched / mem.l2_bytes_per_cycle
-        else:
-            dram_rd = fetched
-            l2_time = 0.0 * fetched
-        traffic = dram_rd + c_all
-        # DRAM time at the rate each operand's pattern sustains (A and B in the shares
-        # their panels are fetched in)
-        share_a = tiles_out * a_panel / np.maximum(tiles_out * (a_panel + b_panel), 1e-30)
-        dram_time = (dram_rd * (share_a / eff_a + (1 - share_a) / eff_b) + c_all / eff_c) / peak
-        # Little's law per core: at most `buffers` steps' loads are in flight, so a step
-        # takes at least (round trip + its bytes through the port) / buffers
-        step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
-                                                                  if prob.has_b else 0.0)
-        latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / mem.port_bytes_per_cycle) / buffers
-        mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
-                                      latency_time])
-        first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
-                                                              if prob.has_b else 0.0)) / mem.port_bytes_per_cycle
-        est = np.maximum(comp, mem_time) + first + mem.latency_cycles
-        evaluated += len(MT)
-        for i in _pick_many(est, traffic, MT, NT, KT, top):
-            cand = (float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i]))
-            entry = (cand, "cyclic", (1, 1, 1), int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(sram[i]),
-                     int(used[i]), int(buffers[i]))
-            pool.append(entry)
-            if best is None or cand < best[0]:
-                best = entry
 
+def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, order: str,
+                    mult: dict[tuple, int], comp_parts: list, n_cores: int) -> tuple[np.ndarray, np.ndarray]:
+    """Estimated cycles and DRAM bytes of every candidate tile under one block split
+    (``mult``: how many cores get each (instances, m, n) share; ``comp_parts``: each
+    share's compute steps and fill/drain tails) and one loop order."""
+    MT, NT, KT, buffers = cand.MT, cand.NT, cand.KT, cand.buffers
+    # the busiest core bounds compute; an output tile left between its k-steps pays
+    # its array's fill/drain (tail) at every visit
+    comp_max = np.zeros(len(MT))
+    for mm, nn, (steps_c, tails_c) in comp_parts:
+        comp_max = np.maximum(comp_max, steps_c + tails_c * _visits(prob, order, MT, NT, KT, mm, nn, prob.k))
+    rd = np.zeros(len(MT))
+    wr = np.zeros(len(MT))
+    dram_time = np.zeros(len(MT))
+    peak = mem.dram_bytes_per_cycle
+    classes = []
+    for (cnt, mm, nn), times in mult.items():
+        if cnt <= 0 or mm <= 0 or nn <= 0:
+            continue
+        a, b, c_rd, c_wr = block_traffic_parts(prob, order, MT, NT, KT, mm, nn, prob.k, cnt)
+        rd = rd + (a + b + c_rd) * times
+        wr = wr + c_wr * times
+        dram_time = dram_time + (a / cand.eff_a + b / cand.eff_b + (c_rd + c_wr) / cand.eff_c) * times / peak
+        classes.append((cnt, mm, nn, a + b + c_rd + c_wr))
+    # all cores' traffic shares the DRAM at the rate its patterns sustain
+    dram_bw = (rd + wr) / np.maximum(dram_time, 1e-30)
+    # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
+    core_bw = np.where(rd + wr > 0, np.minimum(mem.port_bytes_per_cycle, dram_bw / n_cores),
+                       mem.port_bytes_per_cycle)
+    per_core_max = np.zeros(len(MT))
+    for cnt, mm, nn, moved in classes:
+        steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
+        # double buffering keeps at most `buffers` steps' loads in flight, so each
+        # step costs at least (latency + its bytes / bandwidth) / buffers
+        step_bytes = moved / steps
+        per_step = np.maximum(step_bytes / core_bw, (mem.latency_cycles + step_bytes / core_bw) / buffers)
+        per_core_max = np.maximum(per_core_max, steps * per_step)
+    mem_time = np.maximum(dram_time, per_core_max)
+    mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
+    # prologue and epilogue: the first tiles arrive before compute starts, the
+    # last output tile leaves after it ends
+    first = (footprint_bytes(prob, "a", MT, NT, KT, 1) * ("a" not in prob.resident)
+             + (footprint_bytes(prob, "b", MT, NT, KT, 1) * ("b" not in prob.resident)
+                if prob.has_b else 0.0)) / core_bw
+    last = footprint_bytes(prob, "c", MT, NT, KT, 1) * ("c" not in prob.resident) / core_bw
+    est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
+    return est, rd + wr
+
+
+def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Candidates,
+                    top: int) -> tuple[list[_Entry], int]:
+    """The best ``top`` candidates of the cyclic distribution (k innermost, output tiles
+    dealt in order as cores free up), and how many tiles were estimated."""
+    MT, NT, KT, buffers = cand.MT, cand.NT, cand.KT, cand.buffers
+    peak = mem.dram_bytes_per_cycle
+    tm_ = np.ceil(prob.m / MT)
+    tn_ = np.ceil(prob.n / NT)
+    tiles_out = prob.count * tm_ * tn_
+    used = np.minimum(tiles_out, cores)
+    waves = np.ceil(tiles_out / cores)
+    per_tile = _sum_compute(prob, MT, NT, KT, MT, NT, prob.k, 1)
+    comp = waves * per_tile
+    # every output tile streams its A row panel and B column panel through the core's
+    # fill port, from the chip-level cache when a wave's panels fit there
+    a_panel = footprint_bytes(prob, "a", MT, NT, prob.k, 1)
+    b_panel = footprint_bytes(prob, "b", MT, NT, prob.k, 1) if prob.has_b else 0.0 * a_panel
+    c_tile = footprint_bytes(prob, "c", MT, NT, prob.k, 1)
+    per_core = waves * (a_panel + b_panel + c_tile)
+    port_time = per_core / mem.port_bytes_per_cycle
+    fetched = tiles_out * (a_panel + b_panel)
+    if prob.cluster > 1:
+        # cluster partners share one operand's panel (multicast)
+        fetched = tiles_out * (a_panel + b_panel - np.minimum(a_panel, b_panel) * (1 - 1 / prob.cluster))
+    a_all = footprint_bytes(prob, "a", prob.m, prob.n, prob.k, prob.count)
+    b_all = footprint_bytes(prob, "b", prob.m, prob.n, prob.k, prob.count) if prob.has_b else 0.0
+    c_all = footprint_bytes(prob, "c", prob.m, prob.n, prob.k, prob.count)
+    if mem.l2_bytes > 0:
+        # a wave is a block of about g rows x used/g columns of tiles (grouped
+        # rasterisation, g ~ sqrt(cores)): its distinct panels
+        g = max(1, int(round(np.sqrt(cores))))
+        rows_in_wave = np.minimum(tm_, g)
+        cols_in_wave = np.minimum(tn_, np.ceil(used / rows_in_wave))
+        wave_ws = rows_in_wave * a_panel + cols_in_wave * b_panel
+        reuse = np.clip(mem.l2_bytes / np.maximum(wave_ws, 1.0), 0.0, 1.0)
+        dram_rd = (a_all + b_all) + (fetched - a_all - b_all).clip(min=0) * (1 - reuse)
+        l2_time = fetched / mem.l2_bytes_per_cycle
+    else:
+        dram_rd = fetched
+        l2_time = 0.0 * fetched
+    traffic = dram_rd + c_all
+    # DRAM time at the rate each operand's pattern sustains (A and B in the shares
+    # their panels are fetched in)
+    share_a = tiles_out * a_panel / np.maximum(tiles_out * (a_panel + b_panel), 1e-30)
+    dram_time = (dram_rd * (share_a / cand.eff_a + (1 - share_a) / cand.eff_b) + c_all / cand.eff_c) / peak
+    # Little's law per core: at most `buffers` steps' loads are in flight, so a step
+    # takes at least (round trip + its bytes through the port) / buffers
+    step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
+                                                              if prob.has_b else 0.0)
+    latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / mem.port_bytes_per_cycle) / buffers
+    mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
+                                  latency_time])
+    first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
+                                                          if prob.has_b else 0.0)) / mem.port_bytes_per_cycle
+    est = np.maximum(comp, mem_time) + first + mem.latency_cycles
+    entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
+                              int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(cand.sram[i]), int(used[i]),
+                              int(buffers[i]))
+                             for i in _pick_many(est, traffic, MT, NT, KT, top)]
+    return entries, len(MT)
+
+
+def _ranked(pool: list[_Entry], mem: MemoryBudget, evaluated: int, top: int) -> list[Mapping]:
+    """The pool's ``top`` distinct mappings, best first."""
     pool.sort(key=lambda e: e[0])
     # the same rule across distributions, partitions and loop orders as within each: of
     # the candidates the estimate cannot tell apart (within _RANK_TIE of the best), the
     # one moving the fewest DRAM bytes, then the largest tile
+    best = None
     if pool:
         est_all = np.array([e[0][0] for e in pool])
         best = pool[_pick(est_all, np.array([e[0][1] for e in pool]), -np.array([e[0][2] for e in pool]))]
