@@ -114,13 +114,34 @@ def capture_module(module: Any, example_inputs: Iterable[Any] = (), dtype: str |
     """
     import torch
     import torch.nn as nn
-    import torch.nn.functional as F
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     if not isinstance(module, nn.Module):
         raise WorkloadError(f"capture_module needs an nn.Module, got {type(module).__name__}")
     tdtype = _torch_dtype(dtype) if dtype is not None else None
+    module = _on_meta(module, tdtype)
+    inputs = _meta_inputs(example_inputs, tdtype)
+    kwargs = dict(kwargs or {})
+    rec = _Recorder(module, _leaf_map(leaf_modules))
+    handles = []
+    for m in module.modules():
+        handles.append(m.register_forward_pre_hook(rec.pre_hook, with_kwargs=True))
+        handles.append(m.register_forward_hook(rec.post_hook, with_kwargs=True))
+    fn_mode, dispatch_mode = _modes(rec)
+    try:
+        with torch.no_grad(), fn_mode, dispatch_mode:
+            module(*inputs, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    meta = {"format": "sim-trace", "version": 1, "model": name or type(module).__name__, "captured": True,
+            "inputs": [list(t.shape) if isinstance(t, torch.Tensor) else repr(t) for t in inputs]}
+    return Trace(tuple(rec.records), meta)
+
+
+def _on_meta(module: Any, tdtype: Any) -> Any:
+    """``module`` with every parameter and buffer on the meta device and its floating
+    parameters in ``tdtype`` (when given): a deep copy when either needs a change, so the
+    caller's module is never touched."""
     on_meta = all(p.device.type == "meta" for p in module.parameters()) and \
         all(b.device.type == "meta" for b in module.buffers())
     needs_cast = tdtype is not None and any(p.is_floating_point() and p.dtype != tdtype for p in module.parameters())
@@ -130,6 +151,13 @@ def capture_module(module: Any, example_inputs: Iterable[Any] = (), dtype: str |
             module = module.to("meta")
         if needs_cast:
             module = module.to(tdtype)
+    return module
+
+
+def _meta_inputs(example_inputs: Any, tdtype: Any) -> list[Any]:
+    """The positional inputs as meta tensors: tensors moved to meta, shapes made into
+    empty tensors of ``tdtype`` (bf16 by default), anything else passed as it is."""
+    import torch
 
     if isinstance(example_inputs, torch.Tensor) or (
             isinstance(example_inputs, (tuple, torch.Size)) and example_inputs
@@ -143,132 +171,173 @@ def capture_module(module: Any, example_inputs: Iterable[Any] = (), dtype: str |
             inputs.append(torch.empty(tuple(x), dtype=tdtype or torch.bfloat16, device="meta"))
         else:
             inputs.append(x)
-    kwargs = dict(kwargs or {})
+    return inputs
+
+
+def _leaf_map(leaf_modules: Mapping[Any, str] | None) -> dict[Any, str]:
+    """``{module class or class name: op name}`` of the modules recorded as one VectorOp:
+    the usual norms and activations, then the caller's ``leaf_modules``."""
+    import torch.nn as nn
 
     leaf_map: dict[Any, str] = {nn.LayerNorm: "layernorm", nn.GELU: "gelu", nn.SiLU: "silu",
                                 nn.ReLU: "relu", nn.Softmax: "softmax"}
     if hasattr(nn, "RMSNorm"):
         leaf_map[nn.RMSNorm] = "rmsnorm"
     leaf_map.update(leaf_modules or {})
+    return leaf_map
 
-    def leaf_op(mod: Any) -> str | None:
+
+def _tensors(obj: Any) -> list[Any]:
+    """The tensors in ``obj`` (nested lists, tuples and dict values), in order."""
+    import torch
+
+    out = []
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            out.extend(_tensors(o))
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            out.extend(_tensors(o))
+    return out
+
+
+def _nbytes(ts: Iterable[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def _gemm_dtypes(a: Any, b: Any) -> tuple[str, str | None]:
+    """A Gemm's (dtype, weight_dtype): the second only where the operands differ."""
+    ad = torch_dtype_name(a.dtype)
+    bd = torch_dtype_name(b.dtype)
+    return ad, (bd if bd != ad else None)
+
+
+def _modes(rec: "_Recorder") -> tuple[Any, Any]:
+    """The function and dispatch modes that hand every call to ``rec``.  Made here, not at
+    module level, because their base classes come from torch, which is imported lazily."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _FnMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kw=None):
+            return rec.on_function(func, args, kw or {})
+
+    class _DispatchMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kw=None):
+            return rec.on_dispatch(func, args, kw or {})
+
+    return _FnMode(), _DispatchMode()
+
+
+class _Recorder:
+    """The ops one capture records, and the state its module hooks and torch modes share:
+    the dotted path of the module running now (``path_stack``), how many leaf modules or
+    recorded calls are open (``suppress``: what runs inside them is not recorded again),
+    and the ids of parameters and of views of them (a Gemm on one is a weight Gemm)."""
+
+    def __init__(self, module: Any, leaf_map: dict[Any, str]) -> None:
+        self.leaf_map = leaf_map
+        self.suppress = 0
+        self.path_stack: list[str] = [""]
+        self.records: list[TraceOp] = []
+        self.param_ids: dict[int, Any] = {id(p): p for p in module.parameters()}
+        self.keep_alive: list[Any] = []   # views in param_ids: their ids must stay unique
+        self.names = {id(m): n for n, m in module.named_modules()}
+
+    def leaf_op(self, mod: Any) -> str | None:
         op = getattr(mod, "sim_vector_op", None)
         if op:
             return str(op)
-        for key, val in leaf_map.items():
+        for key, val in self.leaf_map.items():
             if (isinstance(key, type) and isinstance(mod, key)) or (isinstance(key, str) and type(mod).__name__ == key):
                 return val
         return None
 
-    state = {"suppress": 0}
-    path_stack: list[str] = [""]
-    records: list[TraceOp] = []
-    param_ids: dict[int, Any] = {id(p): p for p in module.parameters()}
-    keep_alive: list[Any] = []
-
-    def place(op_name: str) -> tuple[int | None, str, str]:
-        layer, block, rest = _split_path(path_stack[-1])
+    def place(self, op_name: str) -> tuple[int | None, str, str]:
+        layer, block, rest = _split_path(self.path_stack[-1])
         return layer, block, (f"{rest}:{op_name}" if rest else op_name)
 
-    def record(op_factory, op_name: str, own_name: bool = False) -> None:
-        layer, block, nm = place(op_name)
+    def record(self, op_factory, op_name: str, own_name: bool = False) -> None:
+        layer, block, nm = self.place(op_name)
         if own_name:
-            nm = _split_path(path_stack[-1])[2] or op_name
+            nm = _split_path(self.path_stack[-1])[2] or op_name
         op = op_factory(nm)
-        records.append(TraceOp(op, layer, block or "", 1, 0))
+        self.records.append(TraceOp(op, layer, block or "", 1, 0))
 
-    def tensors(obj: Any) -> list[Any]:
-        out = []
-        if isinstance(obj, torch.Tensor):
-            out.append(obj)
-        elif isinstance(obj, (list, tuple)):
-            for o in obj:
-                out.extend(tensors(o))
-        elif isinstance(obj, dict):
-            for o in obj.values():
-                out.extend(tensors(o))
-        return out
+    def is_param(self, t: Any) -> bool:
+        import torch
 
-    def nbytes(ts: Iterable[Any]) -> int:
-        return sum(t.numel() * t.element_size() for t in ts)
+        return isinstance(t, torch.Tensor) and id(t) in self.param_ids
+
+    def _call_suppressed(self, func, args, kw) -> Any:
+        """Run ``func`` without recording what it decomposes into (it is recorded already)."""
+        self.suppress += 1
+        try:
+            return func(*args, **kw)
+        finally:
+            self.suppress -= 1
 
     # ............................................................ module hooks
 
-    handles = []
-    names = {id(m): n for n, m in module.named_modules()}
+    def pre_hook(self, mod, args, kw) -> None:
+        self.path_stack.append(self.names.get(id(mod), self.path_stack[-1]))
+        if self.leaf_op(mod) is not None:
+            self.suppress += 1
 
-    def pre_hook(mod, args, kw):
-        path_stack.append(names.get(id(mod), path_stack[-1]))
-        if leaf_op(mod) is not None:
-            state["suppress"] += 1
-
-    def post_hook(mod, args, kw, output):
-        op = leaf_op(mod)
+    def post_hook(self, mod, args, kw, output) -> None:
+        op = self.leaf_op(mod)
         try:
             if op is not None:
-                state["suppress"] -= 1
-                if state["suppress"] == 0:
+                self.suppress -= 1
+                if self.suppress == 0:
                     if hasattr(mod, "sim_elements"):
                         elements = int(mod.sim_elements(args, output))
                     else:
-                        elements = sum(t.numel() for t in tensors(output) if t.is_floating_point())
-                    read = nbytes(tensors(args)) + nbytes(p for p in mod.parameters(recurse=True))
-                    write = nbytes(tensors(output))
+                        elements = sum(t.numel() for t in _tensors(output) if t.is_floating_point())
+                    read = _nbytes(_tensors(args)) + _nbytes(p for p in mod.parameters(recurse=True))
+                    write = _nbytes(_tensors(output))
                     if elements > 0:
                         ops_pe = float(getattr(mod, "sim_ops_per_element", 1.0))
-                        record(lambda nm: VectorOp(nm, op, elements, ops_pe, read, write), op, own_name=True)
+                        self.record(lambda nm: VectorOp(nm, op, elements, ops_pe, read, write), op, own_name=True)
         finally:
-            path_stack.pop()
-
-    for m in module.modules():
-        handles.append(m.register_forward_pre_hook(pre_hook, with_kwargs=True))
-        handles.append(m.register_forward_hook(post_hook, with_kwargs=True))
+            self.path_stack.pop()
 
     # ............................................................ function level
 
-    def is_param(t: Any) -> bool:
-        return isinstance(t, torch.Tensor) and id(t) in param_ids
+    def on_function(self, func, args, kw) -> Any:
+        """``F.linear`` → a Gemm, ``F.embedding`` → a Copy, ``F.scaled_dot_product_attention``
+        → an Attention, recorded before PyTorch decomposes them; everything else runs on."""
+        import torch.nn.functional as F
 
-    def all_meta(ts: list[Any]) -> bool:
-        return all(t.device.type == "meta" for t in ts)
+        if self.suppress or func not in (F.linear, F.scaled_dot_product_attention, F.embedding):
+            return func(*args, **kw)
+        if func is F.linear:
+            x = args[0] if args else kw["input"]
+            w = args[1] if len(args) > 1 else kw["weight"]
+            b = args[2] if len(args) > 2 else kw.get("bias")
+            k = w.shape[-1]
+            n = w.shape[0] if w.dim() == 2 else 1
+            m = x.numel() // k if k else 0
+            ad, wd = _gemm_dtypes(x, w)
+            tags = ("weight",) + (("bias",) if b is not None else ())
+            if m > 0:
+                self.record(lambda nm: Gemm(nm, m, k, n, 1, dtype=ad, weight_dtype=wd, tags=tags), "linear",
+                            own_name=True)
+        elif func is F.embedding:
+            idx = args[0] if args else kw["input"]
+            w = args[1] if len(args) > 1 else kw["weight"]
+            nb = idx.numel() * w.shape[-1] * w.element_size()
+            if nb > 0:
+                self.record(lambda nm: Copy(nm, nb), "embedding", own_name=True)
+        else:
+            return self.sdpa(func, args, kw)
+        return self._call_suppressed(func, args, kw)
 
-    def gemm_dtypes(a: Any, b: Any) -> tuple[str, str | None]:
-        ad = torch_dtype_name(a.dtype)
-        bd = torch_dtype_name(b.dtype)
-        return ad, (bd if bd != ad else None)
+    def sdpa(self, func, args, kw) -> Any:
+        import torch
 
-    class _FnMode(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kw=None):
-            kw = kw or {}
-            if state["suppress"] or func not in (F.linear, F.scaled_dot_product_attention, F.embedding):
-                return func(*args, **kw)
-            if func is F.linear:
-                x = args[0] if args else kw["input"]
-                w = args[1] if len(args) > 1 else kw["weight"]
-                b = args[2] if len(args) > 2 else kw.get("bias")
-                k = w.shape[-1]
-                n = w.shape[0] if w.dim() == 2 else 1
-                m = x.numel() // k if k else 0
-                ad, wd = gemm_dtypes(x, w)
-                tags = ("weight",) + (("bias",) if b is not None else ())
-                if m > 0:
-                    record(lambda nm: Gemm(nm, m, k, n, 1, dtype=ad, weight_dtype=wd, tags=tags), "linear",
-                           own_name=True)
-            elif func is F.embedding:
-                idx = args[0] if args else kw["input"]
-                w = args[1] if len(args) > 1 else kw["weight"]
-                nb = idx.numel() * w.shape[-1] * w.element_size()
-                if nb > 0:
-                    record(lambda nm: Copy(nm, nb), "embedding", own_name=True)
-            else:
-                return sdpa(func, args, kw)
-            state["suppress"] += 1
-            try:
-                return func(*args, **kw)
-            finally:
-                state["suppress"] -= 1
-
-    def sdpa(func, args, kw):
         names_ = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
         a = dict(zip(names_, args))
         a.update(kw)
@@ -287,8 +356,8 @@ def capture_module(module: Any, example_inputs: Iterable[Any] = (), dtype: str |
         batch = math.prod(q.shape[:-3]) if q.dim() > 3 else 1
         dt = torch_dtype_name(q.dtype)
         kvd = torch_dtype_name(k.dtype)
-        rest = _split_path(path_stack[-1])[2]
-        layer, block, _ = place("sdpa")
+        rest = _split_path(self.path_stack[-1])[2]
+        layer, block, _ = self.place("sdpa")
         try:
             att_op = Attention(f"{rest}:sdpa" if rest else "sdpa", batch=batch, heads=q.shape[-3],
                                kv_heads=k.shape[-3], head_dim=q.shape[-1], q_len=q.shape[-2],
@@ -296,81 +365,73 @@ def capture_module(module: Any, example_inputs: Iterable[Any] = (), dtype: str |
                                kv_dtype=kvd if kvd != dt else None, fused=True)
         except Exception as exc:
             raise WorkloadError(f"capture: cannot describe scaled_dot_product_attention at "
-                                f"'{path_stack[-1]}' as an Attention op: {exc}") from None
-        records.append(TraceOp(att_op, layer, block or "", 1, 0))
-        if all_meta([q, k, v]):
+                                f"'{self.path_stack[-1]}' as an Attention op: {exc}") from None
+        self.records.append(TraceOp(att_op, layer, block or "", 1, 0))
+        if all(t.device.type == "meta" for t in [q, k, v]):
             return torch.empty(tuple(q.shape[:-1]) + (v.shape[-1],), dtype=q.dtype, device=q.device)
-        state["suppress"] += 1
-        try:
-            return func(*args, **kw)
-        finally:
-            state["suppress"] -= 1
+        return self._call_suppressed(func, args, kw)
 
     # ............................................................ dispatch level
 
-    class _DispatchMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kw=None):
-            kw = kw or {}
-            out = func(*args, **kw)
-            if state["suppress"]:
-                return out
-            base = func.overloadpacket.__name__
-            ins = tensors(args) + tensors(kw)
-            outs = tensors(out)
-            is_view = base in _VIEW_OPS or any(
-                r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
-            if is_view:
-                if any(is_param(t) for t in ins):
-                    for t in outs:
-                        param_ids[id(t)] = t
-                        keep_alive.append(t)
-                return out
-            if not outs or not ins or base in _SKIP_OPS:
-                return out
-            if base in _GEMM_OPS:
-                a_i, b_i = (1, 2) if base in ("addmm", "baddbmm") else (0, 1)
-                A, B = args[a_i], args[b_i]
-                weight = is_param(A) or is_param(B)
-                if base in ("mm", "addmm"):
-                    cnt, m, k, n = 1, A.shape[0], A.shape[1], B.shape[1]
-                else:
-                    cnt, m, k, n = A.shape[0], A.shape[1], A.shape[2], B.shape[2]
-                ad, bd = gemm_dtypes(A, B)
-                tags = ("weight",) if weight else ("activations",)
-                if min(cnt, m, k, n) > 0:
-                    record(lambda nm: Gemm(nm, m, k, n, cnt, dtype=ad, weight_dtype=bd, tags=tags), base)
-                return out
-            if base in _COPY_OPS:
-                src = ins[-1] if base == "copy_" else ins[0]
-                if base == "_to_copy" and outs[0].dtype != src.dtype:
-                    el = outs[0].numel()
-                    if el:
-                        record(lambda nm: VectorOp(nm, "convert", el, 1.0, nbytes([src]), nbytes(outs)), "convert")
-                    return out
-                nb = nbytes([src])
-                if nb:
-                    record(lambda nm: Copy(nm if nm.startswith("layout") else "layout:" + nm, nb), base)
-                return out
-            if base == "embedding":
-                nb = nbytes(outs)
-                if nb:
-                    record(lambda nm: Copy(nm, nb), base)
-                return out
-            el = sum(t.numel() for t in outs)
-            if el:
-                op = "softmax" if base in ("_softmax", "softmax") else base
-                record(lambda nm: VectorOp(nm, op, el, 1.0, nbytes(ins), nbytes(outs)), base)
+    def on_dispatch(self, func, args, kw) -> Any:
+        """Every ATen op not inside a recorded call: views and metadata skipped (a view of
+        a parameter counts as a parameter), the rest recorded by :meth:`record_aten`."""
+        out = func(*args, **kw)
+        if self.suppress:
             return out
+        base = func.overloadpacket.__name__
+        ins = _tensors(args) + _tensors(kw)
+        outs = _tensors(out)
+        is_view = base in _VIEW_OPS or any(
+            r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+        if is_view:
+            if any(self.is_param(t) for t in ins):
+                for t in outs:
+                    self.param_ids[id(t)] = t
+                    self.keep_alive.append(t)
+            return out
+        if not outs or not ins or base in _SKIP_OPS:
+            return out
+        self.record_aten(base, args, ins, outs)
+        return out
 
-    try:
-        with torch.no_grad(), _FnMode(), _DispatchMode():
-            module(*inputs, **kwargs)
-    finally:
-        for h in handles:
-            h.remove()
-    meta = {"format": "sim-trace", "version": 1, "model": name or type(module).__name__, "captured": True,
-            "inputs": [list(t.shape) if isinstance(t, torch.Tensor) else repr(t) for t in inputs]}
-    return Trace(tuple(records), meta)
+    def record_aten(self, base: str, args: Any, ins: list[Any], outs: list[Any]) -> None:
+        """One ATen op as a Gemm (``mm``, ``addmm``, ``bmm``, ``baddbmm``), a Copy (layout
+        copies and embedding gathers), a ``convert`` VectorOp (a copy that changes the
+        dtype) or a VectorOp named after the op."""
+        if base in _GEMM_OPS:
+            a_i, b_i = (1, 2) if base in ("addmm", "baddbmm") else (0, 1)
+            A, B = args[a_i], args[b_i]
+            weight = self.is_param(A) or self.is_param(B)
+            if base in ("mm", "addmm"):
+                cnt, m, k, n = 1, A.shape[0], A.shape[1], B.shape[1]
+            else:
+                cnt, m, k, n = A.shape[0], A.shape[1], A.shape[2], B.shape[2]
+            ad, bd = _gemm_dtypes(A, B)
+            tags = ("weight",) if weight else ("activations",)
+            if min(cnt, m, k, n) > 0:
+                self.record(lambda nm: Gemm(nm, m, k, n, cnt, dtype=ad, weight_dtype=bd, tags=tags), base)
+            return
+        if base in _COPY_OPS:
+            src = ins[-1] if base == "copy_" else ins[0]
+            if base == "_to_copy" and outs[0].dtype != src.dtype:
+                el = outs[0].numel()
+                if el:
+                    self.record(lambda nm: VectorOp(nm, "convert", el, 1.0, _nbytes([src]), _nbytes(outs)), "convert")
+                return
+            nb = _nbytes([src])
+            if nb:
+                self.record(lambda nm: Copy(nm if nm.startswith("layout") else "layout:" + nm, nb), base)
+            return
+        if base == "embedding":
+            nb = _nbytes(outs)
+            if nb:
+                self.record(lambda nm: Copy(nm, nb), base)
+            return
+        el = sum(t.numel() for t in outs)
+        if el:
+            op = "softmax" if base in ("_softmax", "softmax") else base
+            self.record(lambda nm: VectorOp(nm, op, el, 1.0, _nbytes(ins), _nbytes(outs)), base)
 
 
 __all__ = ["capture_module", "compare_traces", "torch_dtype_name"]
