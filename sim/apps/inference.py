@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
 from sim.errors import MappingError, SimError, WorkloadError
@@ -172,6 +173,22 @@ def default_dtype(chip) -> str:
     raise MappingError(f"chip '{chip.name}' has no array for any of {', '.join(DEFAULT_DTYPES)}")
 
 
+def run_precision(chip, dtype: str, weight_dtype: str | None = None, kv_dtype: str | None = None,
+                  sparsity: str | None = None) -> Precision:
+    """The number formats a run in ``dtype`` uses on ``chip`` (``sim run`` and ``sim serve``
+    alike): the ones given, except on a chip that has units for ``dtype`` but not for the
+    16-bit format kept between GEMMs."""
+    precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
+    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
+        # a chip without matrix units for 16-bit tensors (an int8-only accelerator: TPU v1
+        # keeps 8-bit activations in its Unified Buffer, Jouppi et al. 2017) keeps the
+        # tensors between GEMMs, its KV cache (unless told otherwise) and its LM head in
+        # the GEMM format
+        precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype or dtype, sparsity=sparsity,
+                              vector_dtype=dtype, quantised_lm_head=True)
+    return precision
+
+
 def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int | None = None,
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
@@ -206,6 +223,48 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     if isinstance(chip, str):
         chip = load_chip(chip)
     spec = load_model_spec(model, overrides=model_set)
+    prompt_len, attention = _check_run_args(chip, spec, phase, batch, prompt_len, context_len, new_tokens,
+                                            draft_tokens, attention)
+    stack_spec = chip_stack(chip, stack)  # an unknown stack fails here, before any simulation
+    if dtype is None:
+        dtype = default_dtype(chip)
+    precision = run_precision(chip, dtype, weight_dtype, kv_dtype, sparsity)
+    parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel, collective_algorithm=collective)
+    options = options or Options()
+    past = int(context_len) if context_len is not None else 0
+    max_ctx = run_max_tokens(phase, prompt_len, context_len, new_tokens, draft_tokens)
+    fit = _check_fits(chip, spec, precision, parallel, batch, max_ctx, allow_overflow)
+    head = dict(chip=chip.name, model=spec.name, phase=phase, batch=batch,
+                precision=RunPrecision(dtype=precision.dtype, weight_dtype=precision.weight_format,
+                                       kv_dtype=precision.kv_format, sparsity=sparsity,
+                                       vector_dtype=precision.vector_format,
+                                       quantised_lm_head=precision.quantised_lm_head),
+                parallel=RunParallel(tensor=tensor_parallel, pipeline=pipeline_parallel, collective=collective),
+                attention=attention, stack=stack_spec.name, memory=options.memory, fit=Fit.from_dict(fit))
+    iterations = _Iterations(chip, spec, precision, attention, parallel, options, dtype, stack_spec,
+                             progress=progress and phase != "generate")
+
+    if phase == "prefill":
+        res = iterations.run([Sequence(prompt_len, past)] * batch, "prefill")
+        return _single(head, res, _phase(res, batch * prompt_len), tokens_processed=batch * prompt_len,
+                       tokens_generated=0, ttft_s=res.seconds)
+    if phase == "decode":
+        ctx = int(context_len) if context_len is not None else prompt_len
+        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
+        res = iterations.run([seq] * batch, "decode" if not draft_tokens else f"verify {draft_tokens}")
+        tokens = batch * seq.new_tokens
+        return _single(head, res, _phase(res, tokens), tokens_processed=tokens, tokens_generated=tokens,
+                       tpot_s=res.seconds)
+    # generate: prefill + new_tokens decode steps
+    pre = iterations.run([Sequence(prompt_len, past)] * batch, "prefill")
+    sampled = _sampled_decode_steps(iterations, batch, past + prompt_len, new_tokens, progress)
+    return _generation(head, pre, sampled, batch, prompt_len, new_tokens, chips=tensor_parallel * pipeline_parallel)
+
+
+def _check_run_args(chip, spec, phase: str, batch: int, prompt_len: int | None, context_len: int | None,
+                    new_tokens: int, draft_tokens: int, attention: str | None) -> tuple[int, str]:
+    """Refuse a bad phase, count or attention lowering; returns ``prompt_len`` and
+    ``attention`` with their defaults filled in."""
     if phase not in ("prefill", "decode", "generate"):
         raise WorkloadError(f"phase must be prefill, decode or generate, got {phase!r}")
     if prompt_len is None:
@@ -217,23 +276,13 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         attention = chip.attention_lowering
     if attention not in ("fused", "unfused"):
         raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
+    return prompt_len, attention
 
-    stack_spec = chip_stack(chip, stack)  # an unknown stack fails here, before any simulation
-    if dtype is None:
-        dtype = default_dtype(chip)
-    precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
-    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
-        # a chip without matrix units for 16-bit tensors (an int8-only accelerator: TPU v1
-        # keeps 8-bit activations in its Unified Buffer, Jouppi et al. 2017) keeps the
-        # tensors between GEMMs, its KV cache (unless told otherwise) and its LM head in
-        # the GEMM format
-        precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype or dtype, sparsity=sparsity,
-                              vector_dtype=dtype, quantised_lm_head=True)
-    parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel, collective_algorithm=collective)
-    options = options or Options()
-    kw = dict(precision=precision, attention=attention, parallel=parallel)
-    past = int(context_len) if context_len is not None else 0
-    max_ctx = run_max_tokens(phase, prompt_len, context_len, new_tokens, draft_tokens)
+
+def _check_fits(chip, spec, precision: Precision, parallel: Parallelism, batch: int, max_ctx: int,
+                allow_overflow: bool) -> dict:
+    """:func:`check_fit`'s answer; raise WorkloadError when it does not fit, unless
+    ``allow_overflow``."""
     fit = check_fit(chip, spec, precision, parallel, batch, max_ctx)
     if not fit["fits"] and not allow_overflow:
         raise WorkloadError(
@@ -241,38 +290,39 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
             f"KV cache {fit['kv_cache_bytes'] / 1e9:,.1f} GB = {fit['bytes_per_chip'] / 1e9:,.1f} GB per chip, but each "
             f"chip has {fit['capacity_bytes_per_chip'] / 1e9:,.1f} GB; use more chips (--tensor-parallel / "
             "--pipeline-parallel), a narrower --weight-dtype / --kv-dtype, or --allow-overflow")
-    head = dict(chip=chip.name, model=spec.name, phase=phase, batch=batch,
-                precision=RunPrecision(dtype=precision.dtype, weight_dtype=precision.weight_format,
-                                       kv_dtype=precision.kv_format, sparsity=sparsity,
-                                       vector_dtype=precision.vector_format,
-                                       quantised_lm_head=precision.quantised_lm_head),
-                parallel=RunParallel(tensor=tensor_parallel, pipeline=pipeline_parallel, collective=collective),
-                attention=attention, stack=stack_spec.name, memory=options.memory, fit=Fit.from_dict(fit))
-    chips = tensor_parallel * pipeline_parallel
+    return fit
 
-    def iteration(seqs, label):
-        trace = build_iteration(spec, Iteration(tuple(seqs), label=label), **kw)
-        res = run_trace(chip, trace, options, label=label, dtype=dtype, progress=progress and phase != "generate",
-                        stack=stack_spec)
+
+@dataclass(frozen=True)
+class _Iterations:
+    """Everything that stays fixed over one run's iterations, so that each iteration is
+    one call: build its trace, simulate it, label its kernels with their phase."""
+
+    chip: Any
+    spec: Any
+    precision: Precision
+    attention: str
+    parallel: Parallelism
+    options: Options
+    dtype: str
+    stack: Any
+    progress: bool
+
+    def run(self, seqs: list[Sequence], label: str) -> IterationResult:
+        trace = build_iteration(self.spec, Iteration(tuple(seqs), label=label), precision=self.precision,
+                                attention=self.attention, parallel=self.parallel)
+        res = run_trace(self.chip, trace, self.options, label=label, dtype=self.dtype, progress=self.progress,
+                        stack=self.stack)
         for row in res.ops:  # which phase of the run a kernel belongs to (a generate run lists both)
             row["phase"] = "prefill" if label == "prefill" else ("decode" if label.startswith("decode") else "verify")
         return res
 
-    if phase == "prefill":
-        res = iteration([Sequence(prompt_len, past)] * batch, "prefill")
-        return _single(head, res, _phase(res, batch * prompt_len), tokens_processed=batch * prompt_len,
-                       tokens_generated=0, ttft_s=res.seconds)
-    if phase == "decode":
-        ctx = int(context_len) if context_len is not None else prompt_len
-        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
-        res = iteration([seq] * batch, "decode" if not draft_tokens else f"verify {draft_tokens}")
-        tokens = batch * seq.new_tokens
-        return _single(head, res, _phase(res, tokens), tokens_processed=tokens, tokens_generated=tokens,
-                       tpot_s=res.seconds)
-    # generate: prefill + new_tokens decode steps
-    pre = iteration([Sequence(prompt_len, past)] * batch, "prefill")
-    start = past + prompt_len
-    steps = new_tokens
+
+def _sampled_decode_steps(iterations: _Iterations, batch: int, start: int, steps: int,
+                          progress: bool) -> dict[int, IterationResult]:
+    """Simulate the decode steps a generation samples (all of them up to
+    :data:`GENERATION_SAMPLES`, else that many spread evenly, first and last included),
+    keyed by step index; step s runs behind ``start + s`` cached tokens."""
     if steps <= GENERATION_SAMPLES:
         sample_at = list(range(steps))
     else:
@@ -288,13 +338,28 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
                    mininterval=0.5 if sys.stderr.isatty() else 10.0)
     done = 0
     for s in sample_at:
-        sampled[s] = iteration([Sequence(1, start + s)] * batch, f"decode@{start + s}")
+        sampled[s] = iterations.run([Sequence(1, start + s)] * batch, f"decode@{start + s}")
         if bar is not None:
             bar.update(s + 1 - done)
             done = s + 1
     if bar is not None:
         bar.update(steps - done)
         bar.close()
+    return sampled
+
+
+class _DecodeTotals(NamedTuple):
+    """A generation's decode steps summed: the sampled ones as simulated, the rest
+    interpolated linearly between their neighbouring samples."""
+
+    seconds: float
+    energy_j: float
+    flops: float
+    dram_bytes: float
+    energy_components_j: dict[str, float]
+
+
+def _decode_totals(sampled: dict[int, IterationResult], steps: int) -> _DecodeTotals:
     dec_seconds = 0.0
     dec_energy = 0.0
     dec_flops = 0.0
@@ -324,16 +389,25 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
         dec_bytes += b
         for k, v in cs.items():
             dec_comps[k] = dec_comps.get(k, 0.0) + v
+    return _DecodeTotals(dec_seconds, dec_energy, dec_flops, dec_bytes, dec_comps)
+
+
+def _generation(head: dict, pre: IterationResult, sampled: dict[int, IterationResult], batch: int,
+                prompt_len: int, steps: int, chips: int) -> LlmRun:
+    """A generation's result: the prefill plus ``steps`` decode steps (from ``sampled``)."""
+    dec = _decode_totals(sampled, steps)
+    dec_seconds, dec_flops, dec_bytes = dec.seconds, dec.flops, dec.dram_bytes
+    keys = sorted(sampled)
     total_s = pre.seconds + dec_seconds
     generated = batch * steps
-    energy = pre.energy_j + dec_energy
+    energy = pre.energy_j + dec.energy_j
     # the prefill's shares and the decode steps' (those of the middle sampled step),
     # weighted by the time each phase takes
     mid = _extrapolated_shares(sampled[keys[len(keys) // 2]].ops)
     shares = {k: (v * pre.seconds + mid[k] * dec_seconds) / total_s if total_s > 0 else 0.0
               for k, v in _extrapolated_shares(pre.ops).items()}
-    comps = {k: pre.energy_components_j.get(k, 0.0) + dec_comps.get(k, 0.0)
-             for k in {*pre.energy_components_j, *dec_comps}}
+    comps = {k: pre.energy_components_j.get(k, 0.0) + dec.energy_components_j.get(k, 0.0)
+             for k in {*pre.energy_components_j, *dec.energy_components_j}}
     return LlmRun(
         **head, seconds=total_s, ttft_s=pre.seconds, tpot_s=dec_seconds / steps,
         tokens_per_s=generated / total_s if total_s > 0 else 0.0,
