@@ -1,29 +1,25 @@
-"""The SimPy event simulation: requests arrive, a router assigns them to replicas, each
+"""A serving run (:func:`serve`): requests arrive, a router assigns them to replicas, each
 replica runs iterations whose latency comes from the chip model (:mod:`.latency`).
 
-Processes: one arrival process (the workload, in arrival order), one process per replica
-(plan an iteration, wait its latency, complete it), one transfer process per KV move between
-disaggregated pools, and a monitor sampling the system state at fixed simulated intervals.
-SimPy breaks ties by event order, and every random draw comes from seeded generators, so a
-run is a pure function of its inputs.  The run stops when every request has finished or
-been dropped, or ``drain_s`` after the last arrival (what is left is reported unfinished).
+This module checks the configuration, builds the workload, the latency grids, the KV
+capacity and the replica pools, runs the SimPy event loop (:mod:`.events`: arrivals,
+replicas, KV transfers, the monitor) and turns what it recorded into the result's tables
+and summary (:mod:`.metrics`).
 """
 from __future__ import annotations
 
 import math
-import sys
-import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from sim.apps.inference import _computes, _peak_flops, default_dtype
+from sim.apps.inference import _peak_flops, default_dtype, run_precision
+from sim.apps.serving.events import ITERATION_COLUMNS, TIMELINE_COLUMNS, EventLoop, Pools, Replica
 from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
-from sim.apps.serving.latency import GRAPH_POLICIES, ZERO, LatencyModel
+from sim.apps.serving.latency import GRAPH_POLICIES, LatencyModel
 from sim.apps.serving.metrics import ServingResult, check_slos, summarise
 from sim.apps.serving.schedulers import DecodePoolScheduler, get_scheduler
-from sim.apps.serving.schedulers.base import Seq
 from sim.apps.serving.schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
 from sim.apps.serving.speculative import Speculative
 from sim.apps.serving.workload import LengthDist, Request, generate, load_trace
@@ -90,16 +86,6 @@ class ServeConfig:
     samples: int = 400
     cache_dir: Any = None
     progress: bool = False
-
-
-class _Replica:
-    __slots__ = ("idx", "pool", "sched", "lat", "draft", "wake", "outstanding", "busy_s")
-
-    def __init__(self, idx, pool, sched, lat, draft):
-        self.idx, self.pool, self.sched, self.lat, self.draft = idx, pool, sched, lat, draft
-        self.wake = None
-        self.outstanding = 0
-        self.busy_s = 0.0
 
 
 def _check(cfg: ServeConfig) -> None:
@@ -177,7 +163,6 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
     """
     import simpy
 
-
     unknown = sorted(set(kwargs) - set(ServeConfig.__dataclass_fields__))
     if unknown:
         raise UnknownNameError("serve parameter", unknown[0], list(ServeConfig.__dataclass_fields__))
@@ -192,11 +177,56 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
     reqs = _requests(cfg, requests)
 
     dtype = cfg.dtype or default_dtype(chip)
-    precision = Precision(dtype=dtype, weight_dtype=cfg.weight_dtype, kv_dtype=cfg.kv_dtype)
-    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
-        precision = Precision(dtype=dtype, weight_dtype=cfg.weight_dtype, kv_dtype=cfg.kv_dtype or dtype,
-                              vector_dtype=dtype, quantised_lm_head=True)   # as sim.apps.inference.run_llm
+    precision = run_precision(chip, dtype, cfg.weight_dtype, cfg.kv_dtype)
     parallel = Parallelism(tensor=cfg.tensor_parallel, pipeline=cfg.pipeline_parallel)
+    models = _cost_models(cfg, chip, spec, precision, parallel, checked_draft)
+    blocks, per_token = _kv_blocks(cfg, chip, spec, models, precision, parallel, reqs)
+    default_budget = DEFAULT_CHUNK_TOKENS if sched_cls.name == "chunked_prefill" else max(spec.max_context, 2048)
+    token_budget = cfg.token_budget or default_budget
+    pools = _pools(cfg, chip, sched_cls, models, blocks, per_token, token_budget, parallel)
+
+    loop = EventLoop(simpy.Environment(), reqs, pools, router=cfg.router, max_queue=cfg.max_queue, graphs=cfg.graphs,
+                     spec_dec=models.speculative, per_token=per_token)
+    end_s = loop.run(cfg.drain_s, cfg.samples, cfg.progress)
+    for m in (models.target, models.draft):
+        if m is not None:
+            m.flush()
+
+    replicas = pools.replicas
+    req_df, it_df, tl_df = _tables(reqs, loop)
+    extra = {"chip": chip.name, "model": spec.name, "scheduler": sched_cls.name, "replicas": len(replicas),
+             "tensor_parallel": cfg.tensor_parallel, "stack": models.target.stack.name, "kv_blocks_per_replica": blocks,
+             "kv_tokens_per_replica": blocks * cfg.block_tokens, "token_budget": token_budget,
+             "swaps": sum(r.sched.swaps for r in replicas),
+             "grid_points_simulated": models.target.simulated + (models.draft.simulated if models.draft else 0),
+             "grid_points_cached": len(models.target.table)}
+    if models.speculative:
+        extra["speculative_expected_tokens_per_step"] = models.speculative.expected_tokens_per_step()
+    summary = summarise(req_df, it_df, tl_df, slos=slos, chips=parallel.tensor * parallel.pipeline * len(replicas),
+                        peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+                        price_per_chip_hour=cfg.price_per_chip_hour, end_s=end_s, kv_stats=_kv_stats(replicas),
+                        extra=extra)
+    conf = asdict(cfg)
+    conf["prompt"] = repr(cfg.prompt)
+    conf["output"] = repr(cfg.output)
+    conf["draft_model"] = getattr(cfg.draft_model, "name", cfg.draft_model)
+    res = ServingResult(req_df, it_df, tl_df, summary, conf)
+    object.__setattr__(res, "_replicas", replicas)   # for tests: the final KV state
+    return res
+
+
+class _CostModels(NamedTuple):
+    """What prices an iteration: the served model's latency grid, and with speculative
+    decoding the draft model's grid (None when no draft model is costed)."""
+
+    target: LatencyModel
+    speculative: Speculative | None
+    draft: LatencyModel | None
+    draft_spec: Any                     # the draft's ModelSpec, or None
+
+
+def _cost_models(cfg: ServeConfig, chip, spec, precision: Precision, parallel: Parallelism,
+                 checked_draft) -> _CostModels:
     options = Options(fidelity=cfg.fidelity)
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                        stack=cfg.stack)
@@ -209,15 +239,20 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
         draft_spec = checked_draft
         draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                              stack=cfg.stack)
+    return _CostModels(lat, spec_dec, draft, draft_spec)
 
-    # ---- KV capacity of one replica
 
+def _kv_blocks(cfg: ServeConfig, chip, spec, models: _CostModels, precision: Precision, parallel: Parallelism,
+               reqs: tuple[Request, ...]) -> tuple[int, int]:
+    """KV-cache blocks of one replica (given, or what the chips' memory holds beside the
+    weights, the draft's included) and KV bytes per token; refuse a workload one of whose
+    requests could never fit the cache or the model's context."""
     chips_per_replica = parallel.tensor * parallel.pipeline
     per_token = spec.kv_bytes_per_token(precision.kv_format)
     w = weight_bytes(spec, precision)
-    if draft_spec is not None:
-        per_token += draft_spec.kv_bytes_per_token(precision.kv_format)
-        w += weight_bytes(draft_spec, precision)
+    if models.draft_spec is not None:
+        per_token += models.draft_spec.kv_bytes_per_token(precision.kv_format)
+        w += weight_bytes(models.draft_spec, precision)
     cap = chip.memory.dram.capacity_bytes * chips_per_replica
     if not 0 < cfg.memory_utilisation <= 1:
         raise WorkloadError(f"memory_utilisation: must be in (0, 1], got {cfg.memory_utilisation}")
@@ -231,7 +266,7 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
                 f"{chips_per_replica} x {chip.name} ({cap * cfg.memory_utilisation / 1e9:,.1f} GB usable); "
                 "use more --tensor-parallel or narrower weights")
         blocks = int(budget // (per_token * cfg.block_tokens))
-    extra_tokens = (cfg.speculative_k + 1) if spec_dec else 1
+    extra_tokens = (cfg.speculative_k + 1) if models.speculative else 1
     big = max(reqs, key=lambda r: r.prompt_tokens + r.output_tokens)
     need = -(-(big.prompt_tokens + big.output_tokens + extra_tokens) // cfg.block_tokens)
     if need > blocks:
@@ -244,215 +279,54 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
         raise WorkloadError(f"request {too_long.id}: prompt_tokens + output_tokens = "
                             f"{too_long.prompt_tokens + too_long.output_tokens} exceeds max_context "
                             f"{spec.max_context} of {spec.name}")
+    return blocks, per_token
 
-    # ---- replicas
-    default_budget = DEFAULT_CHUNK_TOKENS if sched_cls.name == "chunked_prefill" else max(spec.max_context, 2048)
-    token_budget = cfg.token_budget or default_budget
+
+def _pools(cfg: ServeConfig, chip, sched_cls, models: _CostModels, blocks: int, per_token: int,
+           token_budget: int, parallel: Parallelism) -> Pools:
     swap_bps = cfg.swap_gb_per_s * 1e9
     policy = {"timeout_s": cfg.timeout_s} if cfg.timeout_s is not None else {}
-    env = simpy.Environment()
-    replicas: list[_Replica] = []
+    replicas: list[Replica] = []
 
     def make(idx, pool, cls):
         kv = KVCache(blocks, cfg.block_tokens, cfg.prefix_caching)
         rng = np.random.default_rng([cfg.seed, 7, idx])
         s = cls(kv, max_batch=cfg.max_batch, token_budget=token_budget, preemption=cfg.preemption,
-                swap_bytes_per_s=swap_bps, kv_bytes_per_token=per_token, speculative=spec_dec, rng=rng, **policy)
-        r = _Replica(idx, pool, s, lat, draft)
+                swap_bytes_per_s=swap_bps, kv_bytes_per_token=per_token, speculative=models.speculative, rng=rng,
+                **policy)
+        r = Replica(idx, pool, s, models.target, models.draft)
         replicas.append(r)
         return r
 
-    if sched_cls.disaggregated:
-        if cfg.replicas < 2:
-            raise WorkloadError("replicas: disaggregated serving needs >= 2 replicas (prefill and decode pools)")
-        npre = cfg.prefill_replicas or max(1, cfg.replicas // 2)
-        if not 1 <= npre < cfg.replicas:
-            raise WorkloadError(f"prefill_replicas: must be in 1..{cfg.replicas - 1}, got {npre}")
-        front = [make(i, "prefill", sched_cls) for i in range(npre)]
-        back = [make(npre + i, "decode", DecodePoolScheduler) for i in range(cfg.replicas - npre)]
-        ic = chip.interconnect
-        link_bps = (cfg.kv_link_gb_per_s * 1e9 if cfg.kv_link_gb_per_s else
-                    (ic.chip_bytes_per_s if ic is not None else None))
-        if link_bps is None:
-            raise WorkloadError(f"kv_link_gb_per_s: {chip.name} has no interconnect; give the KV link's bandwidth")
-        link_bps *= chips_per_replica
-        link_lat = (cfg.kv_link_latency_s if cfg.kv_link_latency_s is not None else
-                    (ic.link_latency_ns * 1e-9 if ic is not None else 0.0))
-    else:
+    if not sched_cls.disaggregated:
         front = [make(i, "all", sched_cls) for i in range(cfg.replicas)]
-        back = []
-        link_bps, link_lat = None, 0.0
+        return Pools(replicas, front, [], None, 0.0)
+    if cfg.replicas < 2:
+        raise WorkloadError("replicas: disaggregated serving needs >= 2 replicas (prefill and decode pools)")
+    npre = cfg.prefill_replicas or max(1, cfg.replicas // 2)
+    if not 1 <= npre < cfg.replicas:
+        raise WorkloadError(f"prefill_replicas: must be in 1..{cfg.replicas - 1}, got {npre}")
+    front = [make(i, "prefill", sched_cls) for i in range(npre)]
+    back = [make(npre + i, "decode", DecodePoolScheduler) for i in range(cfg.replicas - npre)]
+    ic = chip.interconnect
+    link_bps = (cfg.kv_link_gb_per_s * 1e9 if cfg.kv_link_gb_per_s else
+                (ic.chip_bytes_per_s if ic is not None else None))
+    if link_bps is None:
+        raise WorkloadError(f"kv_link_gb_per_s: {chip.name} has no interconnect; give the KV link's bandwidth")
+    link_bps *= parallel.tensor * parallel.pipeline
+    link_lat = (cfg.kv_link_latency_s if cfg.kv_link_latency_s is not None else
+                (ic.link_latency_ns * 1e-9 if ic is not None else 0.0))
+    return Pools(replicas, front, back, link_bps, link_lat)
 
-    n_req = len(reqs)
-    state = {"finished": 0, "dropped": 0, "arrived": 0, "last_event_s": 0.0, "transferring": 0}
-    seqs: list[Seq | None] = [None] * n_req
-    dropped: list[int] = []
-    done = env.event()
-    its: list[tuple] = []
 
-    def wake(rep):
-        if rep.wake is not None and not rep.wake.triggered:
-            rep.wake.succeed()
-
-    def check_done():
-        if state["finished"] + state["dropped"] >= n_req and not done.triggered:
-            done.succeed()
-
-    def on_finish(rep):
-        def f(seq):
-            rep.outstanding -= seq.req.prompt_tokens + seq.req.output_tokens
-            state["finished"] += 1
-            state["last_event_s"] = env.now
-            check_done()
-        return f
-
-    for r in replicas:
-        r.sched.on_finish = on_finish(r)
-
-    def least(pool):
-        return min(pool, key=lambda r: (r.outstanding, r.idx))
-
-    rr = {"i": 0}
-
-    def route(req):
-        pool = front
-        if cfg.router == "round_robin":
-            r = pool[rr["i"] % len(pool)]
-            rr["i"] += 1
-            return r
-        if cfg.router == "prefix_affinity" and req.prefix_id is not None:
-            return pool[zlib.crc32(req.prefix_id.encode()) % len(pool)]
-        return least(pool)
-
-    def transfer(seq, src):
-        state["transferring"] += 1
-        t = seq.ctx * per_token / link_bps + link_lat
-        seq.transfer_s = t
-        yield env.timeout(t)
-        src.sched.transferred(seq)
-        src.outstanding -= seq.req.prompt_tokens + seq.req.output_tokens
-        dst = least(back)
-        dst.outstanding += seq.req.prompt_tokens + seq.req.output_tokens
-        seq.replica = dst.idx
-        dst.sched.receive(seq, env.now)
-        state["transferring"] -= 1
-        wake(dst)
-
-    for r in front:
-        if back:
-            r.sched.on_prefilled = (lambda rep: (lambda seq: (setattr(seq, "prefill_replica", rep.idx),
-                                                              env.process(transfer(seq, rep)))))(r)
-
-    def arrivals():
-        for req in reqs:
-            if req.arrival_s > env.now:
-                yield env.timeout(req.arrival_s - env.now)
-            state["arrived"] += 1
-            rep = route(req)
-            if cfg.max_queue is not None and rep.sched.queued >= cfg.max_queue:
-                dropped.append(req.id)
-                state["dropped"] += 1
-                check_done()
-                continue
-            s = Seq(req, rep.idx, env.now)
-            seqs[req.id] = s
-            rep.outstanding += req.prompt_tokens + req.output_tokens
-            rep.sched.add(s, env.now)
-            wake(rep)
-        for rep in replicas:
-            rep.sched.arrivals_done = True
-            wake(rep)
-
-    def cost(rep, b, dctx, graph):
-        pre = [(n, s.ctx) for s, n in b.prefill]
-        nd = len(b.decode) + b.padded
-        ctx = dctx + b.padded_context_tokens
-        q = rep.sched.q
-        c = rep.lat.iteration(pre, nd, ctx, q, graph=graph)
-        if rep.draft is not None and (nd or pre):
-            c = c + rep.draft.iteration(pre, nd, ctx, 1, graph=graph)
-            if nd and spec_dec.k > 1:
-                c = c + rep.draft.iteration((), nd, ctx, 1, graph=graph).scale(spec_dec.k - 1)
-        return c
-
-    graphs_all, graphs_decode = cfg.graphs == "all", cfg.graphs == "decode"
-
-    def replica(rep):
-        sched = rep.sched
-        while True:
-            p = sched.plan(env.now)
-            if p is None:
-                rep.wake = env.event()
-                yield rep.wake
-                rep.wake = None
-                continue
-            if isinstance(p, float):
-                rep.wake = env.event()
-                yield env.any_of([rep.wake, env.timeout(max(0.0, p - env.now))])
-                rep.wake = None
-                continue
-            dctx = 0
-            for s in p.decode:
-                dctx += s.ctx
-            graph = graphs_all or (graphs_decode and not p.prefill)
-            c = rep.lat.launched(cost(rep, p, dctx, graph), graph) if (p.prefill or p.decode or p.padded) else ZERO
-            start = env.now
-            dt = c.seconds + p.extra_s
-            yield env.timeout(dt)
-            rep.busy_s += dt
-            pt = 0
-            for _, n in p.prefill:
-                pt += n
-            its.append((rep.idx, rep.pool, start, env.now, pt, len(p.prefill), len(p.decode), p.padded,
-                        dctx, len(sched.waiting), len(sched.running),
-                        sched.kv.used, sched.kv.total, c.energy_j, c.flops, c.dram_bytes, p.extra_s, int(graph)))
-            sched.complete(p, env.now)
-            state["last_event_s"] = env.now
-
-    last_arrival = reqs[-1].arrival_s if reqs else 0.0
-    drain = cfg.drain_s if cfg.drain_s is not None else max(60.0, last_arrival)
-    limit = last_arrival + drain
-    timeline: list[tuple] = []
-    # samples over the arrivals (at most 20 x as many if the run drains for long)
-    step = max(last_arrival / cfg.samples, limit / (20 * cfg.samples), 1e-9)
-    bar = None
-    if cfg.progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=round(last_arrival, 1), unit="sim s", file=sys.stderr, desc="serve", leave=False)
-
-    def monitor():
-        while True:
-            waiting = sum(r.sched.queued for r in replicas)
-            running = sum(len(r.sched.running) for r in replicas)
-            used = sum(r.sched.kv.used for r in replicas)
-            total = sum(r.sched.kv.total for r in replicas)
-            timeline.append((env.now, state["arrived"] - state["finished"] - state["dropped"], waiting, running,
-                             used / total))
-            if bar is not None:
-                bar.n = round(min(env.now, last_arrival), 1)
-                bar.refresh()
-            yield env.timeout(step)
-
-    env.process(arrivals())
-    for r in replicas:
-        env.process(replica(r))
-    env.process(monitor())
-    env.run(until=env.any_of([done, env.timeout(limit)]))
-    if bar is not None:
-        bar.close()
-    for m in (lat, draft):
-        if m is not None:
-            m.flush()
-    end_s = env.now if done.triggered else limit
-
-    # ---- tables
+def _tables(reqs: tuple[Request, ...], loop: EventLoop):
+    """The run's requests, iterations and timeline as DataFrames."""
     import pandas as pd
 
     rows = []
-    dropped_ids = set(dropped)
+    dropped_ids = set(loop.dropped)
     for req in reqs:
-        s = seqs[req.id]
+        s = loop.seqs[req.id]
         if s is None:
             rows.append({"id": req.id, "replica": None, "arrival_s": req.arrival_s, "prompt_tokens": req.prompt_tokens,
                          "output_tokens": req.output_tokens, "prefix_id": req.prefix_id, "cached_tokens": 0,
@@ -475,33 +349,18 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
                      "preemptions": s.preemptions, "prefill_replica": s.prefill_replica,
                      "kv_transfer_s": s.transfer_s, "status": "finished" if s.done else "unfinished"})
     req_df = pd.DataFrame(rows)
-    it_df = pd.DataFrame(its, columns=["replica", "pool", "start_s", "end_s", "prefill_tokens", "prefill_seqs",
-                                       "decode_seqs", "padded_seqs", "decode_context_tokens", "waiting", "running",
-                                       "kv_used_blocks", "kv_blocks", "energy_j", "flops", "dram_bytes", "swap_s",
-                                       "graph"])
-    tl_df = pd.DataFrame(timeline, columns=["time_s", "in_system", "waiting", "running", "kv_utilisation"])
+    it_df = pd.DataFrame(loop.its, columns=ITERATION_COLUMNS)
+    tl_df = pd.DataFrame(loop.timeline, columns=TIMELINE_COLUMNS)
+    return req_df, it_df, tl_df
+
+
+def _kv_stats(replicas: list[Replica]) -> dict[str, float]:
+    """Prefix-cache counters summed over the replicas, and the hit rates (by lookup and
+    by token)."""
     kvs = [r.sched.kv.stats() for r in replicas]
     kv_stats = {k: sum(d[k] for d in kvs) for k in ("prefix_lookups", "prefix_hits", "prefix_evictions")}
     kv_stats["prefix_hit_rate"] = kv_stats["prefix_hits"] / kv_stats["prefix_lookups"] if kv_stats["prefix_lookups"] else 0.0
     hit_tok = sum(r.sched.kv.hit_tokens for r in replicas)
     look_tok = sum(r.sched.kv.lookup_tokens for r in replicas)
     kv_stats["prefix_token_hit_rate"] = hit_tok / look_tok if look_tok else 0.0
-    chips = chips_per_replica * len(replicas)
-    extra = {"chip": chip.name, "model": spec.name, "scheduler": sched_cls.name, "replicas": len(replicas),
-             "tensor_parallel": cfg.tensor_parallel, "stack": lat.stack.name, "kv_blocks_per_replica": blocks,
-             "kv_tokens_per_replica": blocks * cfg.block_tokens, "token_budget": token_budget,
-             "swaps": sum(r.sched.swaps for r in replicas),
-             "grid_points_simulated": lat.simulated + (draft.simulated if draft else 0),
-             "grid_points_cached": len(lat.table)}
-    if spec_dec:
-        extra["speculative_expected_tokens_per_step"] = spec_dec.expected_tokens_per_step()
-    summary = summarise(req_df, it_df, tl_df, slos=slos, chips=chips, peak_flops=_peak_flops(chip, dtype),
-                        peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
-                        price_per_chip_hour=cfg.price_per_chip_hour, end_s=end_s, kv_stats=kv_stats, extra=extra)
-    conf = asdict(cfg)
-    conf["prompt"] = repr(cfg.prompt)
-    conf["output"] = repr(cfg.output)
-    conf["draft_model"] = getattr(cfg.draft_model, "name", cfg.draft_model)
-    res = ServingResult(req_df, it_df, tl_df, summary, conf)
-    object.__setattr__(res, "_replicas", replicas)   # for tests: the final KV state
-    return res
+    return kv_stats
