@@ -16,5 +16,5 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from sim.apps.demo import run_demo
 
-    run_demo(Path(args.out), chip=args.chip, model=args.model)
+    run_demo(Path(args.out), chip=args.chip, model=args.model, echo=print)
     return 0
