@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
 from sim.errors import MappingError, SimError, WorkloadError
@@ -29,8 +29,11 @@ from sim.model.stacks import chip_stack, lower_trace
 from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, build_iteration, kv_cache_bytes,
                                     weight_bytes)
 from sim.model.workload.models import default_prompt_len, load_model_spec, run_max_tokens
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
+from sim.spec.model_spec import ModelSpec
 from sim.spec.registry import load_chip
+from sim.spec.stack_spec import StackSpec
 
 #: decode steps simulated exactly in a generation; the rest are interpolated
 GENERATION_SAMPLES = 9
@@ -173,7 +176,7 @@ def default_dtype(chip) -> str:
     raise MappingError(f"chip '{chip.name}' has no array for any of {', '.join(DEFAULT_DTYPES)}")
 
 
-def run_precision(chip, dtype: str, weight_dtype: str | None = None, kv_dtype: str | None = None,
+def run_precision(chip: ChipSpec, dtype: str, weight_dtype: str | None = None, kv_dtype: str | None = None,
                   sparsity: str | None = None) -> Precision:
     """The number formats a run in ``dtype`` uses on ``chip`` (``sim run`` and ``sim serve``
     alike): the ones given, except on a chip that has units for ``dtype`` but not for the
@@ -261,7 +264,7 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     return _generation(head, pre, sampled, batch, prompt_len, new_tokens, chips=tensor_parallel * pipeline_parallel)
 
 
-def _check_run_args(chip, spec, phase: str, batch: int, prompt_len: int | None, context_len: int | None,
+def _check_run_args(chip: ChipSpec, spec: ModelSpec, phase: str, batch: int, prompt_len: int | None, context_len: int | None,
                     new_tokens: int, draft_tokens: int, attention: str | None) -> tuple[int, str]:
     """Refuse a bad phase, count or attention lowering; returns ``prompt_len`` and
     ``attention`` with their defaults filled in."""
@@ -279,7 +282,7 @@ def _check_run_args(chip, spec, phase: str, batch: int, prompt_len: int | None, 
     return prompt_len, attention
 
 
-def _check_fits(chip, spec, precision: Precision, parallel: Parallelism, batch: int, max_ctx: int,
+def _check_fits(chip: ChipSpec, spec: ModelSpec, precision: Precision, parallel: Parallelism, batch: int, max_ctx: int,
                 allow_overflow: bool) -> dict:
     """:func:`check_fit`'s answer; raise WorkloadError when it does not fit, unless
     ``allow_overflow``."""
@@ -298,14 +301,14 @@ class _Iterations:
     """Everything that stays fixed over one run's iterations, so that each iteration is
     one call: build its trace, simulate it, label its kernels with their phase."""
 
-    chip: Any
-    spec: Any
+    chip: ChipSpec
+    spec: ModelSpec
     precision: Precision
     attention: str
     parallel: Parallelism
     options: Options
     dtype: str
-    stack: Any
+    stack: StackSpec
     progress: bool
 
     def run(self, seqs: list[Sequence], label: str) -> IterationResult:

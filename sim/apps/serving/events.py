@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 from sim.apps.serving.latency import ZERO, LatencyModel
 from sim.apps.serving.schedulers.base import Scheduler, Seq
@@ -58,8 +59,9 @@ class EventLoop:
     wait its latency, complete it), a KV transfer per disaggregated hand-over, and the
     monitor that samples the system at fixed simulated intervals."""
 
-    def __init__(self, env, reqs: tuple[Request, ...], pools: Pools, *, router: str, max_queue: int | None,
+    def __init__(self, env: Any, reqs: tuple[Request, ...], pools: Pools, *, router: str, max_queue: int | None,
                  graphs: str, spec_dec: Speculative | None, per_token: int) -> None:
+        # env: a simpy.Environment (typed Any: simpy is imported only when a run starts)
         self.env, self.reqs, self.spec_dec, self.per_token = env, reqs, spec_dec, per_token
         self.router, self.max_queue = router, max_queue
         self.replicas, self.front, self.back = pools.replicas, pools.front, pools.back

@@ -20,6 +20,7 @@ from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION
 from sim.apps.serving.latency import GRAPH_POLICIES, LatencyModel
 from sim.apps.serving.metrics import ServingResult, check_slos, summarise
 from sim.apps.serving.schedulers import DecodePoolScheduler, get_scheduler
+from sim.apps.serving.schedulers.base import Scheduler
 from sim.apps.serving.schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
 from sim.apps.serving.speculative import Speculative
 from sim.apps.serving.workload import LengthDist, Request, generate, load_trace
@@ -27,6 +28,8 @@ from sim.errors import SimError, UnknownNameError, WorkloadError
 from sim.model.engine.lower import Options
 from sim.model.workload.llm import Parallelism, Precision, weight_bytes
 from sim.model.workload.models import load_model_spec
+from sim.spec.chip import ChipSpec
+from sim.spec.model_spec import ModelSpec
 from sim.spec.registry import load_chip
 
 ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
@@ -222,11 +225,11 @@ class _CostModels(NamedTuple):
     target: LatencyModel
     speculative: Speculative | None
     draft: LatencyModel | None
-    draft_spec: Any                     # the draft's ModelSpec, or None
+    draft_spec: ModelSpec | None
 
 
-def _cost_models(cfg: ServeConfig, chip, spec, precision: Precision, parallel: Parallelism,
-                 checked_draft) -> _CostModels:
+def _cost_models(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, precision: Precision, parallel: Parallelism,
+                 checked_draft: ModelSpec | None) -> _CostModels:
     options = Options(fidelity=cfg.fidelity)
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                        stack=cfg.stack)
@@ -242,7 +245,7 @@ def _cost_models(cfg: ServeConfig, chip, spec, precision: Precision, parallel: P
     return _CostModels(lat, spec_dec, draft, draft_spec)
 
 
-def _kv_blocks(cfg: ServeConfig, chip, spec, models: _CostModels, precision: Precision, parallel: Parallelism,
+def _kv_blocks(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, models: _CostModels, precision: Precision, parallel: Parallelism,
                reqs: tuple[Request, ...]) -> tuple[int, int]:
     """KV-cache blocks of one replica (given, or what the chips' memory holds beside the
     weights, the draft's included) and KV bytes per token; refuse a workload one of whose
@@ -282,7 +285,7 @@ def _kv_blocks(cfg: ServeConfig, chip, spec, models: _CostModels, precision: Pre
     return blocks, per_token
 
 
-def _pools(cfg: ServeConfig, chip, sched_cls, models: _CostModels, blocks: int, per_token: int,
+def _pools(cfg: ServeConfig, chip: ChipSpec, sched_cls: type[Scheduler], models: _CostModels, blocks: int, per_token: int,
            token_budget: int, parallel: Parallelism) -> Pools:
     swap_bps = cfg.swap_gb_per_s * 1e9
     policy = {"timeout_s": cfg.timeout_s} if cfg.timeout_s is not None else {}
