@@ -134,3 +134,17 @@ def test_generate_reports_the_prefill_rate_in_prompt_tokens_per_second():
     res = sim.run_llm("npu_128x128", "tiny", phase="generate", batch=2, prompt_len=64, new_tokens=4)
     assert res.prefill_tokens_per_s == pytest.approx(2 * 64 / res.ttft_s, rel=1e-9)
     assert res.prefill_tokens_per_s == pytest.approx(res.prefill.tokens_per_s, rel=1e-9)
+
+
+def test_generate_energy_split_does_not_depend_on_the_hash_seed():
+    """A generate run's energy split added its decode steps' components over set unions, so
+    the JSON's last digits (and key order) changed with PYTHONHASHSEED."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sim, json; r = sim.run_llm('npu_128x128', 'tiny', phase='generate', batch=1, "
+            "prompt_len=32, new_tokens=40); print(json.dumps(r.to_dict()['energy_components_j']))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(outs) == 1, outs

@@ -287,3 +287,12 @@ def test_validate_reports_progress_when_stderr_is_not_a_terminal(tmp_path):
     assert loud.returncode == 0 and quiet.returncode == 0, loud.stderr
     assert "validate" in loud.stderr and "1/1" in loud.stderr
     assert "1/1" not in quiet.stderr
+
+
+def test_a_cases_bound_is_the_most_common_class_with_ties_in_a_fixed_order():
+    """The bound column broke ties with max(set(...)), whose order follows the hash seed."""
+    from sim.apps.validation import _most_common
+
+    assert _most_common(["memory", "compute", "memory"]) == "memory"
+    assert _most_common(["memory", "compute"]) == _most_common(["compute", "memory"]) == "compute"
+    assert _most_common([]) == ""

@@ -385,7 +385,7 @@ def _decode_totals(sampled: dict[int, IterationResult], steps: int) -> _DecodeTo
             b = a.dram_bytes + w * (c.dram_bytes - a.dram_bytes)
             cs = {k: a.energy_components_j.get(k, 0.0) + w * (c.energy_components_j.get(k, 0.0)
                                                               - a.energy_components_j.get(k, 0.0))
-                  for k in {*a.energy_components_j, *c.energy_components_j}}
+                  for k in sorted({*a.energy_components_j, *c.energy_components_j})}
         dec_seconds += t
         dec_energy += e
         dec_flops += f
@@ -410,7 +410,7 @@ def _generation(head: dict, pre: IterationResult, sampled: dict[int, IterationRe
     shares = {k: (v * pre.seconds + mid[k] * dec_seconds) / total_s if total_s > 0 else 0.0
               for k, v in _extrapolated_shares(pre.ops).items()}
     comps = {k: pre.energy_components_j.get(k, 0.0) + dec.energy_components_j.get(k, 0.0)
-             for k in {*pre.energy_components_j, *dec.energy_components_j}}
+             for k in sorted({*pre.energy_components_j, *dec.energy_components_j})}
     return LlmRun(
         **head, seconds=total_s, ttft_s=pre.seconds, tpot_s=dec_seconds / steps,
         tokens_per_s=generated / total_s if total_s > 0 else 0.0,

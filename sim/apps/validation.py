@@ -40,6 +40,12 @@ from sim.spec.model_spec import ModelSpec
 from sim.spec.registry import load_chip
 
 
+def _most_common(bounds: list[str]) -> str:
+    """The roofline class most of a case's kernels have; a tie goes to the first in
+    alphabetical order, so the answer does not depend on the hash seed."""
+    return max(sorted(set(bounds)), key=bounds.count) if bounds else ""
+
+
 def _load_eager_profile():
     return load_stack("eager_pytorch")
 
@@ -214,7 +220,7 @@ def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
     overhead = chip.runtime.event_timing_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
     bounds = [o["bound"] for o in ops]
     out = {"predicted_ms": (seconds + overhead) * 1e3, "kernels": int(sum(o["repeat"] for o in ops)),
-           "bound": max(set(bounds), key=bounds.count) if bounds else ""}
+           "bound": _most_common(bounds)}
     if with_ops:
         out["ops"] = ops
     return out
@@ -239,7 +245,7 @@ def predict(chip, case: Case) -> dict[str, Any]:
         # a copy case is one cudaMemcpy: its runtime's tail handling (microbenchmarked)
         overhead += chip.runtime.memcpy_extra_ns(case.get("bytes")) * 1e-9
     pred_ms = (total + overhead) * 1e3
-    return {"predicted_ms": pred_ms, "kernels": kernels, "bound": max(set(bounds), key=bounds.count) if bounds else ""}
+    return {"predicted_ms": pred_ms, "kernels": kernels, "bound": _most_common(bounds)}
 
 
 def _predict_row(chip, c: Case) -> dict[str, Any]:
