@@ -20,9 +20,8 @@ dataflows, mapper, engine, Numba kernels, cost) -> :mod:`sim.ir` (ops, results) 
 (schemas, loader, catalog) -> :mod:`sim.errors`.
 
 Where things go: a new chip is a YAML file in ``arch_configs/`` (or ``~/.config/sim/arch_configs``);
-a new dataflow a file in ``dataflows/``, listed by a chip once its name is in
-``sim.spec.compute_spec.DATAFLOWS`` (a new dataflow family a :class:`sim.model.dataflow.base.Dataflow`
-subclass, registered by defining it); a new model a file in ``workloads/``; a new software stack
+a new dataflow a file in ``dataflows/`` (or the user folder), which any chip may then list (a new
+dataflow family a :class:`sim.model.dataflow.base.Dataflow` subclass, registered by defining it); a new model a file in ``workloads/``; a new software stack
 a file in ``stacks/``; a new op kind its type in :mod:`sim.ir.ops`, its lowering in
 :mod:`sim.model.engine.lower` and its kernels in :mod:`sim.model.stacks`; a new serving scheduler
 one module in ``sim/apps/serving/schedulers/``; a new command one module in ``sim/cli/``.

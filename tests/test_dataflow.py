@@ -657,3 +657,31 @@ def test_spec_is_frozen_and_forbids_extra_keys():
     data["colour"] = "blue"
     with pytest.raises(Exception, match="colour"):
         DataflowSpec.model_validate(data)
+
+
+def test_a_new_dataflow_file_is_usable_by_a_chip_without_code(tmp_path, monkeypatch):
+    """Issue 10: 'A new dataflow file in dataflows/ is usable by a chip without a code change.'
+    A copy of ws.yaml named ws2 in the user folder is listed by a chip and runs exactly as ws;
+    a name no file has is a config error that lists the catalog's names."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "dataflows" / "ws.yaml"
+    (tmp_path / "dataflows").mkdir()
+    (tmp_path / "dataflows" / "ws2.yaml").write_text(re.sub(r"(?m)^name: ws$", "name: ws2", src.read_text()))
+    env = {**__import__("os").environ, "SIM_USER_DIR": str(tmp_path)}
+
+    def gemm(*extra):
+        return subprocess.run([sys.executable, "-m", "sim", "gemm", "npu_128x128", "--m", "256", "--k", "256",
+                               "--n", "256", "--memory", "ideal", *extra], capture_output=True, text=True, env=env)
+
+    new = gemm("--set", "cores.arrays.0.dataflows=[ws,ws2]", "--dataflow", "ws2")
+    old = gemm("--dataflow", "ws")
+    assert new.returncode == 0, new.stderr
+    cycles = [re.search(r"^  cycles\s+([\d,]+)", r.stdout, re.M).group(1) for r in (new, old)]
+    assert cycles[0] == cycles[1]
+    bad = gemm("--set", "cores.arrays.0.dataflows=[ws,wss]")
+    assert bad.returncode == 2 and "unknown dataflow 'wss'; did you mean 'ws'?" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -8,11 +8,13 @@ next to the only model that uses them.  Re-exported by :mod:`sim.spec.chip`.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+import difflib
+from typing import Annotated, Any, Optional
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sim.errors import MappingError
+from sim.spec import catalog
 from sim.spec.dtypes import WIDER_RATE_CLASSES, get_format
 from sim.spec.spec_base import (Flag, Name, NonEmpty, RateClass, _int, _num, _revalidate_with_rules, _Spec,
                                 resolve_rate_class)
@@ -22,10 +24,23 @@ from sim.spec.spec_base import (Flag, Name, NonEmpty, RateClass, _int, _num, _re
 #: mma/wgmma), whatever the format of the inputs
 ACCUMULATOR_BYTES = 4
 
-#: dataflow names an array may list (weight-, output-, input-, row-stationary)
+#: the dataflows an array lists when its file names none (weight-, output-, input-,
+#: row-stationary).  An array may list any dataflow of the catalog: a file in dataflows/,
+#: ``$SIM_DATAFLOW_DIR`` or the user folder (:func:`sim.spec.catalog.names`), so a new
+#: dataflow file is usable by a chip without a code change
 DATAFLOWS = ("ws", "os", "is", "rs")
 
-Dataflow = Literal[DATAFLOWS]  # type: ignore[valid-type]
+Dataflow = Name
+
+
+def _known_dataflow(name: str) -> str:
+    """``name`` when a dataflow file of that name is in the catalog; else the error lists them."""
+    known = catalog.names("dataflows")
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ValueError(f"unknown dataflow '{name}'{hint} (valid: {', '.join(known)})")
+    return name
 
 
 # --------------------------------------------------------------------------- cores
@@ -70,7 +85,7 @@ class ArraySpec(_Spec):
         dups = sorted({d for d in v if v.count(d) > 1})
         if dups:
             raise ValueError(f"dataflows lists {', '.join(dups)} more than once")
-        return v
+        return tuple(_known_dataflow(d) for d in v)
 
     @field_validator("default_dataflow")
     @classmethod
