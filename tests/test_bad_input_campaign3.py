@@ -102,9 +102,62 @@ def test_a_chip_whose_stack_is_missing_or_does_not_fit(tmp_path):
 
 def test_every_kernel_class_the_simulator_emits_is_one_a_profile_may_name():
     from sim.model.workload.llm import VECTOR_OPS_PER_ELEMENT
-    from sim.spec.stack_spec import KERNEL_CLASSES
+    from sim.spec.stack_spec import KERNEL_CLASSES, TRACE_VECTOR_CLASSES
 
     assert set(VECTOR_OPS_PER_ELEMENT) <= KERNEL_CLASSES
+    assert set(VECTOR_OPS_PER_ELEMENT) == TRACE_VECTOR_CLASSES
+
+
+@pytest.mark.parametrize("old, new, key, needles", [
+    ("  rope:\n", "  ropee:\n", "unfused.ropee", ["unknown op 'ropee'; did you mean 'rope'?"]),
+    ("  moe.act:\n", "  moe.acts:\n", "unfused.moe.acts", ["unknown op 'moe.acts'; did you mean 'moe.act'?"]),
+    ("  silu_mul:\n", "  mlp.gate:\n", "unfused.mlp.gate", ["unknown op 'mlp.gate'"]),
+], ids=["class", "trace-op", "a-gemm"])
+def test_an_unfused_key_the_trace_never_emits_is_refused(tmp_path, monkeypatch, old, new, key, needles):
+    """A misspelt ``unfused:`` key passed `sim check` and was never applied (the op ran fused,
+    without a word); now FILE:LINE: unfused.KEY: unknown op at check and at read time."""
+    import sim as simlib
+    from sim.errors import ConfigError
+
+    f, line = _stack(tmp_path, old, new)
+    valid = "(valid: a model op of the LLM trace or its VectorOp class: add, attn.kv_append"
+    refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: {key}: ", *needles, valid)
+    monkeypatch.setenv("SIM_STACK_DIR", str(f.parent))
+    refused(sim("run", "h200_sxm", "tiny", "--phase", "decode", "-q"), f"eager_pytorch.yaml:{line}: {key}: ")
+    with pytest.raises(ConfigError, match=f"eager_pytorch.yaml:{line}: {key}: unknown op"):
+        simlib.run_llm("h200_sxm", "tiny", phase="decode", stack=str(f))
+
+
+def test_the_shipped_profiles_unfused_keys_pass():
+    assert sim("check", *map(str, sorted((ROOT / "stacks").glob("*.yaml")))).returncode == 0
+
+
+def test_the_unfused_keys_are_the_vector_op_names_the_trace_builder_emits():
+    """stack_spec.TRACE_VECTOR_OP_NAMES (the spec layer cannot import the trace builder) is
+    exactly the set of VectorOp names the builder emits over every kind of model and precision."""
+    from sim.ir.ops import VectorOp
+    from sim.model.workload.llm import Precision, Sequence, build_iteration
+    from sim.model.workload.models import load_model_spec
+    from sim.spec.stack_spec import TRACE_VECTOR_CLASSES, TRACE_VECTOR_OP_NAMES, UNFUSED_KEYS
+
+    models = [load_model_spec(name) for name in ("llama3-8b", "falcon-7b", "gpt3-175b", "mixtral-8x7b")]
+    models += [load_model_spec("mixtral-8x7b", overrides=[f"activation={a}"]) for a in ("gelu", "gelu_glu", "relu")]
+    models += [load_model_spec("llama3-8b", overrides=["activation=relu", "parallel_attention=true"])]
+    precisions = [Precision(), Precision(dtype="fp8", weight_dtype="fp8", kv_dtype="fp8", quantised_lm_head=True),
+                  Precision(dtype="bf16", weight_dtype="int4", quantised_lm_head=True),
+                  Precision(dtype="mxfp8", quantised_lm_head=True)]
+    names, classes = set(), set()
+    for model in models:
+        for precision in precisions:
+            for attention in ("fused", "unfused"):
+                trace = build_iteration(model, [Sequence(4, 8)] * 2, precision=precision, attention=attention)
+                for t in trace.ops:
+                    if isinstance(t.op, VectorOp):
+                        names.add(t.op.name)
+                        classes.add(t.op.op)
+    assert names == TRACE_VECTOR_OP_NAMES, (sorted(names - TRACE_VECTOR_OP_NAMES), sorted(TRACE_VECTOR_OP_NAMES - names))
+    assert classes == TRACE_VECTOR_CLASSES
+    assert UNFUSED_KEYS == TRACE_VECTOR_OP_NAMES | TRACE_VECTOR_CLASSES
 
 
 # --------------------------------------------------------------------------- sim plot

@@ -70,10 +70,32 @@ _Format = Annotated[str, AfterValidator(_known_format)]
 #: kernels the shipped profiles split ops into.  A profile that needs a new class adds it here: an
 #: unknown name (``op: teleport``) passed ``sim check`` and then matched no stream-kernel rule, so
 #: the kernel ran at the ideal stream rate without a word.
-KERNEL_CLASSES = frozenset({
-    # the trace builder's VectorOps
+#: the VectorOp classes the LLM trace builder emits (``sim.model.workload.llm.VECTOR_OPS_PER_ELEMENT``;
+#: tests/test_bad_input_campaign3.py keeps the two equal)
+TRACE_VECTOR_CLASSES = frozenset({
     "rmsnorm", "layernorm", "rope", "kv_append", "softmax", "silu_mul", "gelu_mul", "gelu", "relu", "add",
     "topk", "moe_dispatch", "moe_combine", "quant_act", "dequant", "block_scale",
+})
+#: the GEMMs against stored weights whose format conversions the trace builder emits as VectorOps of
+#: their own (``<gemm>.quant_act``, ``<gemm>.dequant``, ``<gemm>.block_scale``); the MoE router stays
+#: in the vector format
+_QUANTISED_GEMMS = ("attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.up", "mlp.down", "moe.gate_up", "moe.up",
+                    "moe.down", "lm_head")
+#: the names of the VectorOps the LLM trace builder emits (:mod:`sim.model.workload.llm`; a test builds
+#: traces of every kind - dense and MoE, gated or not, RoPE or learned positions, parallel attention,
+#: fused and unfused attention, quantised formats - and keeps this set equal to the names they hold)
+TRACE_VECTOR_OP_NAMES = frozenset({
+    "attn_norm", "mlp_norm", "final_norm", "embed.add",
+    "attn.rope", "attn.kv_append", "attn.softmax", "attn.qk.dequant", "attn.pv.dequant", "attn.residual",
+    "mlp.act", "mlp.residual", "moe.topk", "moe.dispatch", "moe.act", "moe.combine", "moe.residual",
+    "parallel.add", "residual",
+} | {f"{g}.{c}" for g in _QUANTISED_GEMMS for c in ("quant_act", "dequant", "block_scale")})
+#: the keys an ``unfused:`` rule may have: a trace op's name (``moe.act``) or its VectorOp class
+#: (``rope``), the name winning (:func:`sim.model.stacks._vector_kernels`); a misspelt key
+#: (``ropee``) passed ``sim check`` and was never applied
+UNFUSED_KEYS = TRACE_VECTOR_CLASSES | TRACE_VECTOR_OP_NAMES
+
+KERNEL_CLASSES = TRACE_VECTOR_CLASSES | frozenset({
     # added by the lowering (sim.model.stacks) and the engine (sim.model.engine.run); validation cases
     "fill", "gather", "cat", "split_k_reduce", "split_kv_reduce", "mul", "silu",
     # eager PyTorch kernels the profiles name (copies, broadcasts, strided halves, reductions, indexing)
@@ -378,6 +400,17 @@ class GraphRule(_Frozen):
         return self.token_buckets[i] if i < len(self.token_buckets) else n
 
 
+def _known_unfused_key(name):
+    """An ``unfused:`` key the trace builder can emit (:data:`UNFUSED_KEYS`)."""
+    if name not in UNFUSED_KEYS:
+        msg = str(UnknownNameError("op", name, sorted(UNFUSED_KEYS)))
+        raise ValueError(msg.replace("(valid: ", "(valid: a model op of the LLM trace or its VectorOp class: ", 1))
+    return name
+
+
+_UnfusedKey = Annotated[str, AfterValidator(_known_unfused_key)]
+
+
 class StackSpec(_Frozen):
     """One software stack, as declared in ``stacks/<name>.yaml``."""
 
@@ -397,7 +430,7 @@ class StackSpec(_Frozen):
         default=False, description="a residual add and the norm that follows are one kernel")
     attention: AttentionRule = AttentionRule()
     gemm: GemmRule = GemmRule()
-    unfused: dict[str, UnfusedRule] = Field(
+    unfused: dict[_UnfusedKey, UnfusedRule] = Field(
         default_factory=dict, description="model ops run as several memory-bound kernels (trace op name or "
                                           "VectorOp name -> rule)")
     lm_head_gather: bool = Field(
