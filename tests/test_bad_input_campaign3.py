@@ -100,6 +100,46 @@ def test_a_chip_whose_stack_is_missing_or_does_not_fit(tmp_path):
             "--set software_stack=nostack: software_stack: unknown stack 'nostack'")
 
 
+_BAD_STACK = "--set software_stack=nostack: software_stack: unknown stack 'nostack' (valid: eager_pytorch"
+
+
+@pytest.mark.parametrize("cmd", [
+    ["gemm", "npu_128x128", "--m", "64", "--k", "64", "--n", "64"],   # was accepted: gemm never lowers through it
+    ["show", "npu_128x128"],                                          # was accepted
+    ["run", "npu_128x128", "tiny", "-q"],
+    ["serve", "npu_128x128", "tiny", "--num-requests", "2", "-q"],
+    ["validate", "h200_sxm", "validation/ci_cases.csv", "-q"],
+    ["sweep", "sweeps/llama3-8b-quick.yaml", "-q"],                   # was 27 failed points, each "unknown stack"
+], ids=lambda c: c[0])
+def test_a_set_software_stack_is_checked_on_every_command(tmp_path, cmd):
+    """One check (sim.spec.stack_catalog.chip_stack_problems, made by load_chip and the sweep's
+    chip resolver): the stack exists and fits the chip, naming the --set edit."""
+    out = ["--out", str(tmp_path / "out")] if cmd[0] == "sweep" else []
+    refused(sim(*cmd, *out, "--set", "software_stack=nostack"), _BAD_STACK)
+
+
+def test_a_set_software_stack_must_fit_the_chip():
+    refused(sim("gemm", "npu_128x128", "--m", "64", "--k", "64", "--n", "64", "--set", "software_stack=eager_pytorch"),
+            "--set software_stack=eager_pytorch: software_stack: stack 'eager_pytorch' does not fit this chip: ",
+            "eager_pytorch.yaml:", "unknown array 'tensor_cores_sm80' on chip 'npu_128x128' (valid: mxu)")
+    proc = sim("gemm", "h200_sxm", "--m", "64", "--k", "64", "--n", "64", "--set", "software_stack=fused_serving")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_set_software_stack_from_python_and_in_a_sweep_parameter():
+    import sim as simlib
+    from sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--set software_stack=nostack: software_stack: unknown stack 'nostack'"):
+        simlib.load_chip("npu_128x128", overrides={"software_stack": "nostack"})
+    spec = {"name": "stacks", "chip": "npu_128x128",
+            "workloads": [{"name": "g", "kind": "gemm", "m": 64, "k": 64, "n": 64}],
+            "parameters": {"software_stack": ["ideal", "nostack"]}, "metrics": ["seconds"]}
+    df = simlib.sweep(spec, jobs=1, progress=False)
+    assert df["error"].isna().tolist() == [True, False]
+    assert "parameter software_stack = \"nostack\": unknown stack 'nostack'" in df["error"].iloc[1]
+
+
 def test_every_kernel_class_the_simulator_emits_is_one_a_profile_may_name():
     from sim.model.workload.llm import VECTOR_OPS_PER_ELEMENT
     from sim.spec.stack_spec import KERNEL_CLASSES, TRACE_VECTOR_CLASSES

@@ -12,6 +12,7 @@ from sim.apps.sweep.plan import check_spec
 from sim.apps.sweep.spec import load_sweep_spec
 from sim.errors import ConfigError, ConfigProblem, SimError, UnknownNameError
 from sim.model.stacks import load_stack, stack_array_problems
+from sim.spec.stack_catalog import chip_stack_problems
 from sim.spec.chip import ChipSpec
 from sim.spec.dataflow_spec import DataflowSpec
 from sim.spec.loader import read_yaml, validate
@@ -87,19 +88,12 @@ def _check_stack(path: Path, doc) -> None:
 
 
 def _check_chip(path: Path, doc) -> None:
-    """The chip, and the software stack it names: it exists and every array it uses is the chip's."""
+    """The chip, and the software stack it names: it exists and every array it uses is the chip's
+    (the check every command makes when it loads a chip: sim.spec.stack_catalog.chip_stack_problems)."""
     chip = validate(ChipSpec, doc)
-    if chip.software_stack:
-        try:
-            stack = load_stack(chip.software_stack)
-        except UnknownNameError as exc:
-            raise ConfigError(ConfigProblem(str(path), doc.line_of(("software_stack",)), "software_stack",
-                                            str(exc))) from None
-        problems = stack_array_problems(stack, chip)
-        if problems:
-            raise ConfigError([ConfigProblem(str(path), doc.line_of(("software_stack",)), "software_stack",
-                                             f"stack '{stack.name}' does not fit this chip: {p.format()}")
-                               for p in problems])
+    problems = chip_stack_problems(chip, path, doc.line_of(("software_stack",)))
+    if problems:
+        raise ConfigError(problems)
 
 
 def _check_dataflow(path: Path, doc) -> None:

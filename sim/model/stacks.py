@@ -26,26 +26,19 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
 
-import sim.spec.catalog as catalog
 from sim.errors import ConfigError, ConfigProblem, MappingError, StackProfileError, UnknownNameError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.spec.dtypes import get_format
-from sim.spec.loader import load_model, read_yaml
+from sim.spec.stack_catalog import DEFAULT_STACK, line_in, list_stacks, load_stack, stack_array_problems
 from sim.spec.stack_spec import EXPRESSION_BINOPS, StackSpec, StepKernel
 
 __all__ = ["DEFAULT_STACK", "Kernel", "StackSpec", "chip_stack", "kernels", "list_stacks", "load_stack",
            "lower_trace", "stack_array_problems"]
-
-#: the stack of a chip whose file names none: the trace as built, one kernel per op
-DEFAULT_STACK = "ideal"
-
-_cache: dict[tuple[str, int], StackSpec] = {}
 
 
 @dataclass(frozen=True)
@@ -73,63 +66,6 @@ class Kernel:
                                    stream=base.stream or self.stream, row_work=base.row_work or self.row_work)
 
 
-def list_stacks() -> list[str]:
-    """Names of the available stack profiles (shipped and the user's), sorted."""
-    return catalog.names("stacks")
-
-
-def load_stack(name_or_path: Union[str, Path, StackSpec]) -> StackSpec:
-    """A stack profile by name (``"eager_pytorch"``) or YAML path; errors name file, line and key."""
-    if isinstance(name_or_path, StackSpec):
-        return name_or_path
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if not (path.suffix in (".yaml", ".yml") or "/" in text):
-        found = catalog.find("stacks", text)
-        if found is None:
-            raise UnknownNameError("stack", text, list_stacks())
-        path = found
-    try:
-        key = (str(path.resolve()), path.stat().st_mtime_ns)
-    except OSError:
-        key = None
-    if key is not None and key in _cache:
-        return _cache[key]
-    spec = load_model(StackSpec, path)
-    spec._source_path = path
-    if spec.name != path.stem:
-        raise ConfigError(ConfigProblem(str(path), 1, "name", f"name {spec.name!r} must equal the file name "
-                                                              f"{path.stem!r}"))
-    if key is not None:
-        _cache[key] = spec
-    return spec
-
-
-def stack_array_problems(spec: StackSpec, chip, source_doc=None) -> list[ConfigProblem]:
-    """One problem per array the profile names that ``chip`` does not have, at the profile's
-    file, line and key (``source_doc``: the profile's parsed YAML, read here when not given)."""
-    have = sorted(a.name for a in chip.cores.arrays)
-    bad = [(loc, a) for loc, a in spec.array_refs() if a not in have]
-    if not bad:
-        return []
-    path = spec.source_path
-    doc = source_doc
-    if doc is None and path is not None:
-        try:
-            doc = read_yaml(path)
-        except ConfigError:  # changed since it was read: the key is still named
-            doc = None
-    where = str(path) if path is not None else f"stack '{spec.name}'"
-    out = []
-    for loc, a in bad:
-        close = difflib.get_close_matches(a, have, n=1)
-        out.append(ConfigProblem(where, doc.line_of(loc) if doc is not None else 0, ".".join(map(str, loc)),
-                                 f"unknown array '{a}' on chip '{chip.name}'"
-                                 + (f"; did you mean '{close[0]}'?" if close else "")
-                                 + f" (valid: {', '.join(have)})"))
-    return out
-
-
 def chip_stack(chip, stack: Union[str, Path, StackSpec, None] = None) -> StackSpec:
     """The stack to lower with on ``chip``: ``stack`` if given, else the chip's default;
     every array the profile names must be one of the chip's (else a ConfigError naming the
@@ -146,20 +82,13 @@ def chip_stack(chip, stack: Union[str, Path, StackSpec, None] = None) -> StackSp
                     None)
         if edit is not None:
             raise ConfigError(ConfigProblem(f"--set {edit}", 0, "software_stack", str(exc))) from None
-        raise ConfigError(ConfigProblem(str(src), _line_in(src, ("software_stack",)), "software_stack",
+        raise ConfigError(ConfigProblem(str(src), line_in(src, ("software_stack",)), "software_stack",
                                         str(exc))) from None
     problems = stack_array_problems(spec, chip)
     if problems:
         raise StackProfileError(problems, header=f"stack '{spec.name}' does not fit chip '{chip.name}' (choose a stack "
                                            f"that does: {', '.join(list_stacks())}, or fix the profile)")
     return spec
-
-
-def _line_in(path, loc) -> int:
-    try:
-        return read_yaml(path).line_of(loc)
-    except ConfigError:
-        return 0
 
 
 # ----------------------------------------------------------------------------- one op
@@ -228,7 +157,7 @@ def _negative_count(stack: StackSpec, loc: tuple, expr, value: float, env: dict)
     path = stack.source_path
     names = ", ".join(f"{n}={env[n]:g}" for n in sorted(env) if isinstance(env[n], (int, float)))
     return StackProfileError(ConfigProblem(
-        str(path) if path is not None else f"stack '{stack.name}'", _line_in(path, loc) if path is not None else 0,
+        str(path) if path is not None else f"stack '{stack.name}'", line_in(path, loc) if path is not None else 0,
         ".".join(map(str, loc)), f"{expr!r} is {value:g} for this op ({names}); a byte or element count cannot be "
                                  "negative"))
 

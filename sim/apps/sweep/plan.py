@@ -18,6 +18,7 @@ from sim.errors import ConfigError, ConfigProblem, SimError
 from sim.model.workload.models import default_prompt_len, load_model_spec
 from sim.spec.chip import ChipSpec
 from sim.spec.loader import YamlDoc, apply_overrides, read_yaml, validate
+from sim.spec.stack_catalog import chip_stack_problems
 from sim.spec.registry import resolve_chip_path
 
 __all__ = ["Point", "expand", "check_spec"]
@@ -104,6 +105,10 @@ class _Resolver:
             try:
                 path = _chip_path(value, self.loaded.base_dir)
                 spec = validate(ChipSpec, apply_overrides(self.doc(path), list(overrides)))
+                # the stack it names exists and fits it, as every command's load_chip checks
+                problems = chip_stack_problems(spec, path, self.doc(path).line_of(("software_stack",)), overrides)
+                if problems:
+                    raise ConfigError(problems)
                 hit = (spec, spec.to_dict(), None)
             except SimError as exc:
                 hit = (None, None, exc)
