@@ -33,9 +33,13 @@ def add_parser(sub) -> None:
     g.set_defaults(func=run)
 
 
+#: a GEMM this large says, before it starts, that it is sampled and may take a while
+HUGE_NOTE_MACS = 10 ** 14
+
+
 def run(args) -> int:
     from sim.apps.inference import DEFAULT_DTYPES, default_dtype
-    from sim.apps.single_op import simulate_gemm
+    from sim.apps.single_op import MAX_OP_MACS, simulate_gemm
 
     check_formats(args)
     if args.row_length is not None and args.row_length < 1:  # was taken silently (0, -1)
@@ -47,6 +51,11 @@ def run(args) -> int:
         if dtype != DEFAULT_DTYPES[0]:
             note(args, f"--dtype not given: using {dtype}, the first of {', '.join(DEFAULT_DTYPES)} that "
                        f"{chip.name} computes")
+    macs = args.m * args.k * args.n * args.count
+    if HUGE_NOTE_MACS <= macs <= MAX_OP_MACS:
+        # ~4-13 s for 10^15 MACs on the shipped chips, up to ~2 min at the 10^17 limit (2-core machine)
+        note(args, f"{macs:.2g} multiply-accumulates: simulated from samples of its loops and extrapolated "
+                   "(seconds, up to a couple of minutes near the limit of 1e17)")
     r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=dtype,
                       weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
                       memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)

@@ -47,6 +47,17 @@ UNSTEADY_FULL_WORK = 10_000_000
 #: chunks) took 8.2-9.0 s per candidate, ~2.3e6 chunks/s.  Every op of the stored H200
 #: case files stays below it (the largest, 5.9e7, is simulated in full as before)
 HUGE_WORK = 120_000_000
+#: a huge problem's (HUGE_WORK) samples may cost at most this much engine work (DRAM
+#: chunks or core steps, :func:`sample_work`): about 5-10 s of one engine run on the 2-core
+#: build machine (~3.5-5e6 chunks/s measured on 46416^3 bf16 GEMMs on npu_128x128).  Above
+#: it, a cyclic problem is sampled in whole waves without raster alignment
+#: (``period_aligned: false``) and the op's costlier candidates are not simulated while one
+#: within the budget is (:func:`too_costly`; sim.model.engine.run).  Before, a 46416^3
+#: GEMM sampled raster-aligned periods of 91-455 waves and a block candidate's 2-10 of 90
+#: column rounds (3.8e8 and 1.3e9 chunks: 193 s), and a 10^5-cubed one needed 1.1e10
+#: chunks (hours); both problems' plans now cost under 6e7.  Problems of at most
+#: HUGE_WORK are untouched
+SAMPLE_BUDGET = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,9 @@ class DimPlan:
     rounds: int
     samples: tuple[int, int]
     work: float = 0.0   # the whole problem's work (DRAM chunks or core tile steps)
+    #: a huge problem's samples, too costly to run (SAMPLE_BUDGET), are themselves extrapolated:
+    #: the plan of its largest sample (each sample is planned alike when it runs); None: run them
+    inner: "DimPlan | WavePlan | None" = None
 
 
 @dataclass(frozen=True)
@@ -148,13 +162,17 @@ def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
         period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
         w1 = max(fid["min_sample_rounds"][0], period)
         w2 = int(max(w1 + period, fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
-        if 4 * w2 <= waves:
-            return WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), work=work)
+        aligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), work=work) if 4 * w2 <= waves else None
+        if aligned is not None and not too_costly(aligned, fidelity):
+            return aligned
         w1 = fid["min_sample_rounds"][0]
         w2 = int(max(fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
         if work > HUGE_WORK and 4 * w2 <= waves:
             unaligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), period_aligned=False,
                                  work=work)
+        if aligned is not None:
+            # a huge problem whose raster periods are too long to sample within SAMPLE_BUDGET
+            return unaligned or aligned
     best = None
     for dim, (rs, rounds) in _rounds(prob, mapping, bool(chip.memory.chip_srams)).items():
         if rounds >= 4 * fid["min_sample_rounds"][1] and (best is None or rounds > best[2]):
@@ -164,7 +182,58 @@ def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
     dim, rs, rounds = best
     r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
     r1 = max(fid["min_sample_rounds"][0], r2 // 4)
-    return DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2), work=work)
+    plan = DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2), work=work)
+    if too_costly(plan, fidelity):
+        # the samples, each a long problem along the other dims, are extrapolated in turn
+        inner = _sample_plan(chip, prob, mapping, ideal, plan, max(sample_rounds(plan.samples, rounds,
+                                                                                 fid["steady_check"])), fidelity)
+        if inner is not None and sample_work(inner, fidelity) < 0.5 * inner.work:
+            plan = dataclasses.replace(plan, inner=inner)
+    if unaligned is not None and too_costly(plan, fidelity) and not too_costly(unaligned, fidelity):
+        return unaligned  # whole waves of a huge cyclic problem cost less than rounds along the dim
+    return plan
+
+
+def _sample_problem(prob: TileProblem, mapping: Mapping, plan: DimPlan, r: int) -> tuple[TileProblem, Mapping]:
+    """The copy of ``prob`` shortened to ``r`` rounds along ``plan.dim`` (the original remainder
+    kept), and ``mapping`` with its DRAM estimate scaled to it (what :func:`extrapolation_plan`
+    reads of a mapping besides its tiles)."""
+    full = getattr(prob, plan.dim)
+    size = r * plan.round_size + (full - plan.rounds * plan.round_size)
+    return (dataclasses.replace(prob, **{plan.dim: size}),
+            dataclasses.replace(mapping, estimated_dram_bytes=mapping.estimated_dram_bytes * size / max(1, full)))
+
+
+def _sample_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan, r: int,
+                 fidelity: str) -> DimPlan | WavePlan | None:
+    """How the ``r``-round sample of a huge problem's ``plan`` is itself extrapolated (along
+    another dim), or None to run it."""
+    sub, sub_mapping = _sample_problem(prob, mapping, plan, r)
+    inner = extrapolation_plan(chip, sub, sub_mapping, ideal, fidelity)
+    return None if inner is None or (isinstance(inner, DimPlan) and inner.dim == plan.dim) else inner
+
+
+def sample_work(plan: DimPlan | WavePlan, fidelity: str = "high") -> float:
+    """The engine work (DRAM chunks or core tile steps, as ``plan.work``) that the samples of
+    ``plan`` may cost: every sample along a dim (each is a separate run), or the largest
+    number of waves (one probed run)."""
+    check = FIDELITY[fidelity]["steady_check"]
+    if isinstance(plan, WavePlan):
+        return plan.work * max(sample_rounds(plan.samples, plan.waves, check)) / max(1, plan.waves)
+    # samples extrapolated in turn cost the share of theirs that their own samples cost
+    share = sample_work(plan.inner, fidelity) / max(1.0, plan.inner.work) if plan.inner is not None else 1.0
+    return plan.work * share * sum(sample_rounds(plan.samples, plan.rounds, check)) / max(1, plan.rounds)
+
+
+def is_huge(plan: DimPlan | WavePlan | None) -> bool:
+    """True for the plan of a problem never simulated in full: its work is above HUGE_WORK."""
+    return plan is not None and plan.work > HUGE_WORK
+
+
+def too_costly(plan: DimPlan | WavePlan | None, fidelity: str = "high") -> bool:
+    """True for the plan of a huge problem (``work`` > HUGE_WORK) whose samples would cost
+    more than SAMPLE_BUDGET; never for a problem of at most HUGE_WORK."""
+    return is_huge(plan) and sample_work(plan, fidelity) > SAMPLE_BUDGET
 
 
 def _dram_stats(run: KernelRun) -> np.ndarray:
@@ -252,7 +321,7 @@ def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases,
 
 
 def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan | WavePlan,
-                     fidelity: str = "high") -> KernelRun | None:
+                     fidelity: str = "high", bases=None) -> KernelRun | None:
     """Run shortened copies and extrapolate every statistic along the plan, after
     checking that the problem is in steady state; None when it is not (simulate fully).
 
@@ -261,11 +330,15 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
     output tiles, and the last partial wave is added as the difference between w1 waves
     plus the leftover tiles and w1 waves (all those copies are drained samples of one
     probed run, :func:`_wave_samples`).  Cycles and counts are affine in the number of
-    rounds once the pipeline and the caches are in steady state (:func:`_steady_samples`)."""
-    bases = operand_bases(prob)
+    rounds once the pipeline and the caches are in steady state (:func:`_steady_samples`).
+
+    A huge problem's plan with an ``inner`` plan extrapolates each of its samples too, along
+    another dim (``bases``: the whole problem's operand addresses, which every sample keeps)."""
+    bases = operand_bases(prob) if bases is None else bases
     check = FIDELITY[fidelity]["steady_check"]
     total = plan.waves if isinstance(plan, WavePlan) else plan.rounds
     rounds = sample_rounds(plan.samples, total, check)
+    inner_records: list[dict] = []
     if check and len(rounds) < 3:
         return None  # too short for a third sample (as _steady_samples finds): simulate in full
     if isinstance(plan, WavePlan):
@@ -282,8 +355,16 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
     else:
         dim, rs = plan.dim, plan.round_size
         rem = getattr(prob, dim) - total * rs
-        run = lambda r: run_kernel(chip, dataclasses.replace(prob, **{dim: r * rs + rem}), mapping, ideal,  # noqa: E731
-                                   bases)
+
+        def run(r: int) -> KernelRun:
+            sub = dataclasses.replace(prob, **{dim: r * rs + rem})
+            if plan.inner is not None:
+                inner = _sample_plan(chip, prob, mapping, ideal, plan, r, fidelity)
+                got = extrapolated_run(chip, sub, mapping, ideal, inner, fidelity, bases) if inner is not None else None
+                if got is not None:
+                    inner_records.append(got.extrapolated)
+                    return got
+            return run_kernel(chip, sub, mapping, ideal, bases)
     found = _steady_samples(run, rounds, check)
     if found is None:
         return None
@@ -300,4 +381,8 @@ def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, pla
     else:
         record = {"dim": plan.dim, "rounds": total, "round_size": plan.round_size, "sampled_rounds": [r2, r3],
                   "steady": steady}
+        if inner_records:
+            # each sample extrapolated in turn: the last one's plan, and whether every one was steady
+            record["samples_extrapolated"] = dict(inner_records[-1], steady=all(
+                x.get("steady") is not False for x in inner_records))
     return dataclasses.replace(out, extrapolated=record)

@@ -30,7 +30,8 @@ from sim.ir.results import OpResult
 from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, gemm_row_work, launch_cycles,
                                       merge_results, stream_kernel_rate)
 from sim.model.engine.collectives import collective_result
-from sim.model.engine.extrapolate import extrapolated_run, extrapolation_plan, unsteady_and_affordable
+from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, is_huge, sample_work, too_costly,
+                                          unsteady_and_affordable)
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lower_op, memory_budget
 from sim.model.engine.residency import hold_activations
@@ -132,6 +133,9 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             same = _candidates(chip, lowered, cores, budget, _WIDE_SEARCH, ideal, options.split_k, None,
                                want=options.mapping_of)
         cands = same[:1] or cands  # the mapper cannot build it here: every candidate, as without
+    too_costly_skipped = 0
+    if options.mapping_of is None:
+        cands, too_costly_skipped = _affordable(chip, lowered, cores, budget, ideal, options, cands)
     # large problems: fewer candidates, each is costly to simulate
     large = fid["refine_large"]
     if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
@@ -141,6 +145,8 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     for est, p, mapping, split in cands:
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
                                                             candidates_simulated=len(cands)))
+        if too_costly_skipped:
+            mapping.compute["candidates_too_costly_to_sample"] = too_costly_skipped
         if prob.resident:
             mapping.compute["activations_on_chip"] = list(prob.resident)
         key = mapping_key(mapping, split)
@@ -158,7 +164,7 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
             run = extrapolated_run(chip, p, mapping, ideal, plan, options.fidelity) if plan is not None else None
             if run is None:
                 run = run_kernel(chip, p, mapping, ideal)
-        res, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, run)
+        res, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, run, plan)
         if best is None or res.seconds < best.seconds:
             best, chosen, winner = res, (key, kernel), (p, mapping, split, plan)
     p, mapping, split, plan = winner
@@ -177,17 +183,48 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     return best
 
 
+#: how many of the best-estimated mappings a huge problem looks through for one whose samples
+#: are affordable when none of its usual candidates' are
+_HUGE_SEARCH = 64
+
+
+def _affordable(chip, lowered: LoweredOp, cores: int, budget, ideal: bool, options: Options, cands: list):
+    """(candidates, how many were dropped): a huge problem's candidates whose extrapolation
+    samples cost at most SAMPLE_BUDGET (:func:`sim.model.engine.extrapolate.too_costly`), best
+    estimate first; when none of ``cands`` is, the best-estimated affordable one among the
+    ``_HUGE_SEARCH`` best mappings whose estimate is within RANK_TIE of the best one, else
+    the candidate whose samples cost least.  Every candidate of a problem of at most
+    HUGE_WORK is kept."""
+    fid = options.fidelity
+    plans = [extrapolation_plan(chip, p, m, ideal, fid) for _, p, m, _ in cands]
+    if not any(too_costly(plan, fid) for plan in plans):
+        return cands, 0
+    kept = [c for c, plan in zip(cands, plans) if not too_costly(plan, fid)]
+    if not kept:
+        best = min(c[0] for c in cands)
+        wide = [c for c in _candidates(chip, lowered, cores, budget, _HUGE_SEARCH, ideal, options.split_k, None)
+                if c[0] <= best * RANK_TIE]
+        kept = [c for c in wide if not too_costly(extrapolation_plan(chip, c[1], c[2], ideal, fid), fid)][:1]
+        if not kept:
+            kept = [min(zip(cands, plans), key=lambda cp: sample_work(cp[1], fid))[0]]
+    return kept, len(cands) - sum(c in kept for c in cands)
+
+
 def _candidate_result(chip, op, options: Options, lowered: LoweredOp, p, mapping, split: int,
-                      run: kernel_run.KernelRun) -> tuple[OpResult, kernel_run.KernelRun]:
+                      run: kernel_run.KernelRun, plan=None) -> tuple[OpResult, kernel_run.KernelRun]:
     """The op's result with ``run`` as the engine run of one candidate (problem ``p``,
     ``mapping``, split-K factor ``split``), and the run it kept: a full one where an
-    extrapolation beat the roofline; split-K and split-KV second passes added."""
+    extrapolation beat the roofline (except for a problem above HUGE_WORK, whose full run would
+    take hours: there the result says ``below_roofline``); split-K and split-KV second passes added."""
     ideal = options.memory == "ideal"
     res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
     if run.extrapolated and res.cycles < res.roofline_cycles:
-        # an extrapolation that beats the roofline is wrong: simulate in full
-        run = run_kernel(chip, p, mapping, ideal)
-        res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
+        if is_huge(plan):
+            res.details["extrapolated"] = dict(res.details.get("extrapolated") or {}, below_roofline=True)
+        else:
+            # an extrapolation that beats the roofline is wrong: simulate in full
+            run = run_kernel(chip, p, mapping, ideal)
+            res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
     second = Options(memory=options.memory, fidelity=options.fidelity)
     if split > 1:
         res = merge_results(res, simulate_op_at_clock(chip, _split_k_reduction(op, split), second))
