@@ -95,3 +95,48 @@ def test_large_problems_simulate_the_bands_best_two():
     assert big.seconds <= alone.seconds
     small = simulate(load_chip("npu_128x128"), Gemm("g", 1, 4096, 4096, dtype="bf16"))
     assert small.mapping["compute"]["candidates_simulated"] == 4
+
+def test_candidates_of_a_kernel_list_with_two_k_tiles_lead_with_one_of_each():
+    """A library with 32- and 64-element k tiles (the sm80 lists) simulates one of each
+    first: the estimate cannot see the DRAM row length a k tile reads in, and a large
+    problem simulates only its first two candidates."""
+    chip = load_chip("a100_sxm4_80gb")
+    op = Gemm("g", m=8192, k=8192, n=8192, dtype="bf16")
+    lowered = lower_op(chip, op, Options(), chip.cores.count)
+    cands = _candidates(chip, lowered, chip.cores.count, memory_budget(chip, False), 4, False)
+    assert {c[2].tile_k for c in cands[:2]} == {32, 64}
+    # one k tile (h200_sxm's wgmma list): the estimate's order, untouched
+    h200 = load_chip("h200_sxm")
+    lw = lower_op(h200, op, Options(), h200.cores.count)
+    budget = memory_budget(h200, False)
+    got = _candidates(h200, lw, h200.cores.count, budget, 4, False)
+    assert [c[0] for c in got] == sorted(c[0] for c in got)
+
+
+def test_an_unsteady_winner_runs_in_full_before_it_may_win(monkeypatch):
+    """A candidate whose unsteady samples looked fastest is simulated in full and the race
+    re-run: the full run of another candidate beats its full run, so the other wins (the
+    old rule re-ran the unsteady winner and kept it, however slow it was in full)."""
+    import types
+
+    import sim.model.engine.run as R
+
+    def res(s):
+        return types.SimpleNamespace(seconds=s)
+
+    unsteady = types.SimpleNamespace(extrapolated={"steady": False})
+    steady_full = types.SimpleNamespace(extrapolated=None)
+    plan = types.SimpleNamespace(work=1.0)
+    ran = [(res(1.0), ("fast-looking", unsteady), ("p1", "m1", 1, plan)),
+           (res(1.1), ("full", steady_full), ("p2", "m2", 1, None))]
+    full_runs = []
+    monkeypatch.setattr(R, "run_kernel", lambda chip, p, m, ideal: full_runs.append(m) or "full run of " + m)
+    monkeypatch.setattr(R, "_candidate_result",
+                        lambda chip, op, options, lowered, p, m, split, run, plan=None: (res(1.3), steady_full))
+    best, (key, kernel) = R._best_in_full(None, None, Options(), None, ran)
+    assert key == "full" and best.seconds == 1.1 and full_runs == ["m1"]
+    # when the full run still wins, it is the answer
+    monkeypatch.setattr(R, "_candidate_result",
+                        lambda chip, op, options, lowered, p, m, split, run, plan=None: (res(1.05), steady_full))
+    best, (key, _) = R._best_in_full(None, None, Options(), None, ran)
+    assert key == "fast-looking" and best.seconds == 1.05

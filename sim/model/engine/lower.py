@@ -422,6 +422,7 @@ def memory_budget(chip, ideal: bool) -> MemoryBudget:
     return MemoryBudget(sram_bytes=float(buf.capacity_bytes), partition=part, buffers=buffers,
                         dram_bytes_per_cycle=dram_bpc,
                         port_bytes_per_cycle=float(min(buf.bytes_per_cycle, per_core_bpc)),
+                        fill_bytes_per_cycle=float(buf.bytes_per_cycle),
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
                         ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
                         l2_bytes_per_cycle=chip.memory.chip_sram_bytes_per_core_cycle(chip.clock_mhz) or 1e30,

@@ -88,17 +88,36 @@ class MemoryBudget:
     latency_cycles: float = 0.0  # DRAM round trip of one request, for the pipelining term
     l2_bytes_per_cycle: float = 1e30  # chip-level cache bandwidth
     dram: Any = None            # the DRAM model's parameters (DramParams); None: every pattern at peak
+    fill_bytes_per_cycle: float = 0.0  # the core's fill port alone, before the request limit (0: port_bytes_per_cycle)
 
-    def window_chunks(self, prob: TileProblem, cores: int) -> int | None:
+    def core_port(self, prob: TileProblem) -> float:
+        """The rate one core's tiles arrive at: the fill port capped by Little's law on the
+        DRAM level's request limit - except for a kernel whose bytes in flight follow its
+        pipeline's stages (``prob.inflight_from_stages``, as the engine counts them in
+        sim.model.engine.arrays.kernel_arrays): there no request limit applies, and what
+        the stages keep in flight is the estimate's latency term."""
+        if prob.inflight_from_stages and self.fill_bytes_per_cycle > 0:
+            return self.fill_bytes_per_cycle  # (shared_by divided it among a core's blocks)
+        return self.port_bytes_per_cycle
+
+    def window_chunks(self, prob: TileProblem, cores: int, step_bytes=None, buffers=None):
         """DRAM chunks the cores keep in flight, counted as the engine counts them: each
         core's requests (the kernel's own limit or the DRAM level's, shared by the blocks
         on a core) in interleave-block chunks (sim.model.kernels.engine.run_tiled), so
-        tile rows shorter than a block hold fewer bytes in flight."""
+        tile rows shorter than a block hold fewer bytes in flight.  A kernel whose bytes in
+        flight follow its stages keeps (stages - 1) steps of ``step_bytes`` in flight: an
+        array, one window per candidate."""
         if self.dram is None:
             return None
         d = self.dram
-        per_core = max(1, (prob.max_outstanding or d.max_outstanding_requests_per_core) // max(1, prob.blocks_per_core))
-        return max(1, cores) * max(1, per_core * d.access_bytes // max(d.interleave_bytes, d.access_bytes))
+        chunk = max(d.interleave_bytes, d.access_bytes)
+        blocks = max(1, prob.blocks_per_core)
+        if prob.inflight_from_stages and step_bytes is not None:
+            requests = np.ceil(np.maximum(np.asarray(buffers) - 1, 1) * np.asarray(step_bytes) / d.access_bytes)
+            per_core = np.maximum(1, requests // blocks)
+            return max(1, cores) * np.maximum(1, per_core * d.access_bytes // chunk).astype(np.int64)
+        per_core = max(1, (prob.max_outstanding or d.max_outstanding_requests_per_core) // blocks)
+        return max(1, cores) * max(1, per_core * d.access_bytes // chunk)
 
     def dram_efficiency(self, prob: TileProblem, which: str, mt, nt, kt, in_flight: int | None = None) -> np.ndarray:
         """Fraction of the DRAM peak operand ``which`` is read at with each candidate
@@ -107,6 +126,12 @@ class MemoryBudget:
         seg, stride = operand_pattern(prob, which, mt, nt, kt)
         if self.dram is None:
             return np.ones(seg.shape)
+        if in_flight is not None and np.ndim(in_flight) > 0:
+            # one window per candidate: the distinct (segment, stride, window) triples
+            win = np.broadcast_to(np.asarray(in_flight), seg.shape)
+            trip, inv = np.unique(np.stack([seg.ravel(), stride.ravel(), win.ravel()]), axis=1, return_inverse=True)
+            vals = np.array([stream_efficiency(self.dram, int(a), int(b), int(w)) for a, b, w in trip.T])
+            return vals[np.asarray(inv).ravel()].reshape(seg.shape)
         pairs, inv = np.unique(np.stack([seg.ravel(), stride.ravel()]), axis=1, return_inverse=True)
         vals = np.array([stream_efficiency(self.dram, int(a), int(b), in_flight) for a, b in pairs.T])
         return vals[np.asarray(inv).ravel()].reshape(seg.shape)
@@ -118,4 +143,5 @@ class MemoryBudget:
             return self
         part = None if self.partition is None else tuple(x / blocks for x in self.partition)
         return dataclasses.replace(self, sram_bytes=self.sram_bytes / blocks, partition=part,
-                                   port_bytes_per_cycle=self.port_bytes_per_cycle / blocks)
+                                   port_bytes_per_cycle=self.port_bytes_per_cycle / blocks,
+                                   fill_bytes_per_cycle=self.fill_bytes_per_cycle / blocks)

@@ -162,7 +162,9 @@ def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates
     # the DRAM rate each operand's tiles are read at (a tile's rows: its contiguous length
     # at the tensor's row pitch, with the chunks the cores keep in flight); partial sums
     # and results go out at the C tile's
-    window = mem.window_chunks(prob, cores)
+    step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
+                                                              if prob.has_b else 0.0)
+    window = mem.window_chunks(prob, cores, step_bytes, buffers)
     eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
     eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
     eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
@@ -225,8 +227,8 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     # all cores' traffic shares the DRAM at the rate its patterns sustain
     dram_bw = (rd + wr) / np.maximum(dram_time, 1e-30)
     # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
-    core_bw = np.where(rd + wr > 0, np.minimum(mem.port_bytes_per_cycle, dram_bw / n_cores),
-                       mem.port_bytes_per_cycle)
+    port = mem.core_port(prob)
+    core_bw = np.where(rd + wr > 0, np.minimum(port, dram_bw / n_cores), port)
     per_core_max = np.zeros(len(MT))
     for cnt, mm, nn, moved in classes:
         steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
@@ -266,7 +268,8 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     b_panel = footprint_bytes(prob, "b", MT, NT, prob.k, 1) if prob.has_b else 0.0 * a_panel
     c_tile = footprint_bytes(prob, "c", MT, NT, prob.k, 1)
     per_core = waves * (a_panel + b_panel + c_tile)
-    port_time = per_core / mem.port_bytes_per_cycle
+    port = mem.core_port(prob)
+    port_time = per_core / port
     fetched = tiles_out * (a_panel + b_panel)
     if prob.cluster > 1:
         # cluster partners share one operand's panel (multicast)
@@ -296,11 +299,11 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     # takes at least (round trip + its bytes through the port) / buffers
     step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
                                                               if prob.has_b else 0.0)
-    latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / mem.port_bytes_per_cycle) / buffers
+    latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / port) / buffers
     mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
                                   latency_time])
     first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
-                                                          if prob.has_b else 0.0)) / mem.port_bytes_per_cycle
+                                                          if prob.has_b else 0.0)) / port
     est = np.maximum(comp, mem_time) + first + mem.latency_cycles
     entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
                               int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(cand.sram[i]), int(used[i]),
