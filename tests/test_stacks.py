@@ -205,8 +205,10 @@ def test_graph_serving_loop_is_eager_pytorch_but_its_graph_rules():
         if key not in differ:
             assert getattr(g, key) == getattr(e, key), key
     assert not g.kv_append_per_group and e.kv_append_per_group
-    assert g.attention.model_dump() == {**e.attention.model_dump(), "prefill_tiles": (64, 64),
-                                        "prefill_stats_fill": False, "output_concat": False}
+    assert g.attention.model_dump(exclude={"prefill_latency"}) == {
+        **e.attention.model_dump(exclude={"prefill_latency"}), "prefill_tiles": (64, 64),
+        "prefill_stats_fill": False, "output_concat": False, "prefill_varlen": True}
+    assert e.attention.prefill_latency is None and g.attention.prefill_latency.programs_per_core == 2
     assert g.host.model_dump(exclude={"graph_replay_ns", "source"}) == \
         e.host.model_dump(exclude={"graph_replay_ns", "source"})
     assert e.graphs is None and g.graphs.token_buckets[:19] == (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56,
@@ -253,12 +255,29 @@ def test_graph_iterations_are_priced_over_their_buckets():
     T, L = 137 + 5, 2 + 5
     b = lm.stack.graphs.bucket
     assert (b(T), b(L)) == (160, 8)
+    # the prompt chunks' attention: one varlen kernel per layer (attention.prefill_varlen)
     want = (lm.dense(160) + lm.lm_head(8) + lm.decode_attention(nd, ctx)
-            + lm.prefill_attention(100, 0) + lm.prefill_attention(37, 64)).seconds
+            + lm.varlen_prefill_attention(pre)).seconds
     assert lm.iteration(pre, nd, ctx, graph=True).seconds == pytest.approx(want, rel=1e-12)
     eager = (lm.dense(T) + lm.lm_head(L) + lm.decode_attention(nd, ctx)
-             + lm.prefill_attention(100, 0) + lm.prefill_attention(37, 64)).seconds
+             + lm.varlen_prefill_attention(pre)).seconds
     assert lm.iteration(pre, nd, ctx).seconds == pytest.approx(eager, rel=1e-12)
     assert want > eager
     plain = LatencyModel(chip, spec, stack="eager_pytorch", cache_dir=False)
     assert plain.iteration(pre, nd, ctx, graph=True).seconds == plain.iteration(pre, nd, ctx).seconds
+
+
+def test_prefill_varlen_needs_tiles_and_latency_needs_varlen():
+    """attention.prefill_varlen counts its programs in query blocks (prefill_tiles), and
+    prefill_latency only prices a varlen kernel: either missing is an error naming the key."""
+    from pydantic import ValidationError
+    from sim.spec.stack_spec import AttentionRule
+
+    lat = {"program_ns": 1000, "step_ns": 2000, "programs_per_core": 2, "source": "test"}
+    with pytest.raises(ValidationError, match="prefill_varlen needs attention.prefill_tiles"):
+        AttentionRule(prefill_varlen=True)
+    with pytest.raises(ValidationError, match="set attention.prefill_varlen: true"):
+        AttentionRule(prefill_tiles=(64, 64), prefill_latency=lat)
+    with pytest.raises(ValidationError):
+        AttentionRule(prefill_tiles=(64, 64), prefill_varlen=True, prefill_latency={**lat, "programs_per_core": 0})
+    assert AttentionRule(prefill_tiles=(64, 64), prefill_varlen=True, prefill_latency=lat).prefill_varlen

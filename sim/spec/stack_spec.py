@@ -27,6 +27,22 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class VarlenLatency(_Frozen):
+    """What one program of a varlen prefill-attention kernel takes beyond its tile work
+    (:mod:`sim.model.varlen_attention`): a program (query block x head) walks its key blocks one
+    after another, each step a dependent chain (load K, QK^T, softmax, load V, PV) that one
+    program cannot overlap, and few programs fit on a core at once."""
+
+    program_ns: float = Field(ge=0, le=1e6, description="fixed time of one program (its query block's load, "
+                                                         "the epilogue's normalise and store), ns")
+    step_ns: float = Field(ge=0, le=1e6, description="least time of one key step of one program (the serial "
+                                                      "chain's latency), ns; a step takes the longer of this and "
+                                                      "the engine's tile work")
+    programs_per_core: int = Field(ge=1, le=64, description="programs resident on one core at once (shared "
+                                                             "memory / registers per program)")
+    source: str = Field(min_length=1, description="the measurement the numbers are calibrated on")
+
+
 class AttentionRule(_Frozen):
     """How the fused attention op runs."""
 
@@ -46,6 +62,24 @@ class AttentionRule(_Frozen):
     output_concat: bool = Field(
         default=False, description="a layer with several attention calls (groups of sequences of different "
                                    "lengths) concatenates their outputs (one cat kernel) before the projection")
+    prefill_varlen: bool = Field(
+        default=False, description="one varlen kernel per layer serves every prompt chunk of an iteration "
+                                   "(one launch; its programs are every chunk's query blocks x heads, each "
+                                   "walking its own chunk's keys); needs prefill_tiles. Only sim serve groups "
+                                   "an iteration's chunks")
+    prefill_latency: VarlenLatency | None = Field(
+        default=None, description="per-program latency of the varlen kernel (needs prefill_varlen); None: "
+                                  "programs as fast as the engine's tile work, one per core")
+
+    @model_validator(mode="after")
+    def _varlen_needs_tiles(self):
+        if self.prefill_varlen and self.prefill_tiles is None:
+            raise ValueError("attention.prefill_varlen needs attention.prefill_tiles (the kernel's query rows "
+                             "and keys per step: its programs are counted in query blocks)")
+        if self.prefill_latency is not None and not self.prefill_varlen:
+            raise ValueError("attention.prefill_latency prices the varlen prefill kernel: set "
+                             "attention.prefill_varlen: true")
+        return self
 
 
 #: a tile side or split-K factor: 1 .. 2^20 (0 or -1 passed `sim check`)

@@ -14,7 +14,10 @@ numbers (:func:`sim.model.workload.llm.build_iteration` is the source of every o
   are one group (a paged-attention kernel walks the whole batch in one launch, as vLLM's
   does): ``decode_attn(q, B, C)`` with ``B`` sequences, ``q`` new tokens each and a mean
   cached context ``C``; each prefilling sequence (or chunk) is its own group:
-  ``prefill_attn(n, p)`` with ``n`` new tokens behind ``p`` cached ones.
+  ``prefill_attn(n, p)`` with ``n`` new tokens behind ``p`` cached ones - unless the stack's
+  prefill attention is varlen (``attention.prefill_varlen``): then all chunks of the iteration
+  are one kernel per layer (:meth:`LatencyModel.varlen_prefill_attention`, priced by
+  :mod:`sim.model.varlen_attention`, not interpolated).
 
 Each function is sampled lazily on a grid (powers of two, with 1.5x midpoints above 64 for
 ``T``/``L``) and interpolated linearly (bilinearly for the two-argument ones).  An iteration
@@ -192,6 +195,8 @@ class LatencyModel:
         self.table = _TABLES.setdefault(self.key, self._load())
         self.simulated = 0          # grid points simulated by this instance
         self._dense_lm: dict[tuple[int, int], Cost] = {}   # interpolated dense(T) + lm(L), by (T, L)
+        self._varlen: dict[tuple, Cost] = {}     # prompt chunks -> their varlen kernels (prefill_varlen)
+        self._varlen_op = None
         self._dirty = False
 
     # ----------------------------------------------------------------- storage
@@ -346,8 +351,48 @@ class LatencyModel:
             c = self._dense_lm[(T, L)] = self.dense(T) + self.lm_head(L)
         if decode_seqs:
             c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
+        if prefill and self.stack.attention.prefill_varlen:
+            return c + self.varlen_prefill_attention(prefill)
         for n, p in prefill:
             c = c + self.prefill_attention(n, p)
+        return c
+
+    def _varlen_shape(self) -> tuple:
+        """(query heads, head dim, dtype, KV dtype, kernels per iteration) of the prompt chunks'
+        attention kernel on one chip, read off a lowered one-chunk iteration."""
+        if self._varlen_op is None:
+            tr = build_iteration(self.model, Iteration((Sequence(64, 0),)), **self.kw)
+            for k in lower_trace(tr, self.stack):
+                if isinstance(k.op, Attention) and k.op.q_len > 1 and self._is_attn(k):
+                    self._varlen_op = (k.op.heads * k.op.batch, k.op.head_dim, k.op.dtype, k.op.kv_dtype, k.repeat)
+                    break
+            else:
+                raise ValueError(f"{self.model.name}: no fused prefill attention kernel to price as varlen "
+                                 f"(stack '{self.stack.name}')")
+        return self._varlen_op
+
+    def varlen_prefill_attention(self, prefill) -> Cost:
+        """Every prompt chunk of an iteration in ONE varlen kernel per layer (the stack's
+        ``attention.prefill_varlen``; :func:`sim.model.varlen_attention.varlen_prefill`): one
+        launch per layer, the chunks' programs sharing the cores.  Its time is that kernel's;
+        energy, FLOPs and DRAM bytes are the chunks' own kernels' (the same work), one kernel
+        and one attention call per layer (a masked one when a chunk has cached tokens)."""
+        key = tuple((int(n), int(p)) for n, p in prefill)
+        hit = self._varlen.get(key)
+        if hit is not None:
+            return hit
+        from sim.model.varlen_attention import varlen_prefill
+
+        heads, d, dt, kvdt, per_iter = self._varlen_shape()
+        work = ZERO
+        for n, p in key:
+            work = work + self.prefill_attention(n, p)
+        k = varlen_prefill(self.chip, self.stack, key, heads, d, dt, kvdt, self.options)
+        masked = per_iter if any(p > 0 for _, p in key) else 0.0
+        c = dataclasses.replace(work, seconds=k.seconds * per_iter, kernels=per_iter, attention_calls=per_iter,
+                                masked_calls=masked)
+        if len(self._varlen) < 100_000:
+            self._varlen[key] = c
         return c
 
     def launched(self, c: Cost, graph: bool) -> Cost:
