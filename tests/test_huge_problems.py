@@ -132,3 +132,28 @@ def test_the_cli_says_a_huge_gemm_is_sampled_and_answers(tmp_path):
     assert "1e+15 multiply-accumulates: simulated from samples of its loops and extrapolated" in proc.stderr
     assert "cycles" in proc.stdout
     assert took < 60, took  # ~4 s on the 2-core build machine, start-up included
+
+
+def test_a_long_gemm_reports_its_candidates_and_engine_runs(no_cache, monkeypatch, capsys):
+    """A huge GEMM takes up to a couple of minutes at the size limit: `sim gemm` prints on
+    stderr which candidate and engine run it is at, every PROGRESS_INTERVAL_S (here 0)."""
+    import sim.cli._common as common
+    from sim.cli import main
+    from sim.model.engine.progress import listening
+
+    events = []
+    clear_cache()
+    with listening(events.append):
+        simulate_gemm(load_chip("npu_128x128"), m=3000, k=2000, n=1000, dtype="bf16")
+    assert events, "no engine run was reported"
+    assert [e.engine_runs for e in events] == list(range(1, len(events) + 1))
+    assert all(1 <= e.candidate <= e.candidates and e.op == "gemm" for e in events)
+    assert "m x k x n" in events[0].last_run
+    monkeypatch.setattr(common, "PROGRESS_INTERVAL_S", 0.0)
+    clear_cache()
+    assert main(["gemm", "npu_128x128", "--m", "3000", "--k", "2000", "--n", "1001", "--dtype", "bf16"]) == 0
+    err = capsys.readouterr().err
+    assert "candidate 1 of" in err and "engine run 1 (" in err
+    clear_cache()
+    assert main(["gemm", "npu_128x128", "--m", "3000", "--k", "2000", "--n", "1002", "--dtype", "bf16", "-q"]) == 0
+    assert "engine run" not in capsys.readouterr().err  # -q: silent

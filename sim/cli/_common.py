@@ -2,8 +2,10 @@
 human-readable output, notes on stderr, and the chip arguments themselves."""
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any
+import time
+from typing import Any, Iterator
 
 from sim.errors import SimError
 from sim.ir.results import format_number
@@ -53,6 +55,36 @@ def note(args, msg: str) -> None:
     """A remark on stderr (a default chosen, a fallback taken); silent under ``-q``."""
     if not getattr(args, "quiet", False):
         print(f"note: {msg}", file=sys.stderr)
+
+
+#: seconds between progress lines of one long simulation (``engine_progress``); the first
+#: comes only after this long, so a quick answer prints none
+PROGRESS_INTERVAL_S = 5.0
+
+
+@contextlib.contextmanager
+def engine_progress(args, interval_s: float | None = None) -> Iterator[None]:
+    """While the block runs, a line on stderr at most every ``interval_s`` seconds (default
+    :data:`PROGRESS_INTERVAL_S`) saying
+    which candidate mapping and engine run a long simulation is at (terminal or not; silent
+    under ``-q``)."""
+    if getattr(args, "quiet", False):
+        yield
+        return
+    from sim.model.engine.progress import listening
+
+    interval_s = PROGRESS_INTERVAL_S if interval_s is None else interval_s
+    start = time.monotonic()
+    last = [start]
+
+    def show(event) -> None:
+        now = time.monotonic()
+        if now - last[0] >= interval_s:
+            last[0] = now
+            print(f"[{now - start:,.0f} s] {event.describe()}", file=sys.stderr, flush=True)
+
+    with listening(show):
+        yield
 
 
 def check_formats(args) -> None:

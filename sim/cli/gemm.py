@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from sim.cli._common import check_formats, chip_from_args, chip_options, note, print_kv
+from sim.cli._common import check_formats, chip_from_args, chip_options, engine_progress, note, print_kv
 from sim.errors import SimError
 from sim.ir.results import _json_default
 
@@ -56,9 +56,10 @@ def run(args) -> int:
         # ~4-13 s for 10^15 MACs on the shipped chips, up to ~2 min at the 10^17 limit (2-core machine)
         note(args, f"{macs:.2g} multiply-accumulates: simulated from samples of its loops and extrapolated "
                    "(seconds, up to a couple of minutes near the limit of 1e17)")
-    r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=dtype,
-                      weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
-                      memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)
+    with engine_progress(args):
+        r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=dtype,
+                          weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
+                          memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)
     if args.json:
         print(json.dumps({"dtype": dtype, **r.to_dict()}, default=_json_default))
         return 0

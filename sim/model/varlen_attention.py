@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from sim.ir.ops import Attention
 from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
 
 __all__ = ["VarlenKernel", "program_steps", "makespan", "varlen_prefill"]
 
@@ -88,8 +89,6 @@ def engine_step(chip, head_dim: int, dtype: str, kv_dtype: str | None, block_q: 
     """(seconds of one (block_q x block_k) attention tile step on one core, launch overhead in
     seconds) from the engine: a one-program attention (one head, one query block, one key
     block) at the stack's tile."""
-    from sim.model.engine.simulate import simulate_op
-
     key = (id(chip), chip.name, head_dim, dtype, kv_dtype, block_q, block_k, repr(options))
     hit = _STEP_CACHE.get(key)
     if hit is None:

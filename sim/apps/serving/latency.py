@@ -54,6 +54,7 @@ from sim.ir.ops import Attention
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
+from sim.model.varlen_attention import varlen_prefill
 from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
@@ -381,8 +382,6 @@ class LatencyModel:
         hit = self._varlen.get(key)
         if hit is not None:
             return hit
-        from sim.model.varlen_attention import varlen_prefill
-
         heads, d, dt, kvdt, per_iter = self._varlen_shape()
         work = ZERO
         for n, p in key:

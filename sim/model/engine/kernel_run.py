@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+import sim.model.engine.progress as progress
 import sim.model.engine.run_cache as run_cache
 import sim.model.kernels.engine as K
 import sim.model.kernels.probe as KP
@@ -82,6 +83,13 @@ def _digest(inputs) -> bytes:
     return h.digest()
 
 
+def _run_size(prob: TileProblem, geo: np.ndarray, tile_limit: int) -> str:
+    """An engine run's size in words, for progress: its (sampled) problem, and the output
+    tiles it stops at in cyclic mode."""
+    size = f"m x k x n {prob.m:,} x {prob.k:,} x {prob.n:,}" + (f", {prob.count:,} instances" if prob.count > 1 else "")
+    return size + (f", first {tile_limit:,} output tiles" if tile_limit else "")
+
+
 def _raise_stall(prob: TileProblem, mapping: Mapping, t: float) -> None:
     raise EngineStall(
         f"the engine stopped making progress on op '{prob.name}' at cycle {-t - 1.0:,.0f} "
@@ -110,6 +118,7 @@ def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=Non
     if stored is not None:
         run = KernelRun(**stored)
     else:
+        progress.engine_run_started(_run_size(prob, arrs["geo"], tile_limit))
         state = params.new_state()
         stats = np.zeros((P, K.S_LEN))
         hist = np.zeros((P, 8), dtype=np.int64)
@@ -173,6 +182,8 @@ def run_kernel_probed(chip, prob: TileProblem, mapping: Mapping, ideal: bool, ba
         if stored is not None:
             found = stored
         else:
+            progress.engine_run_started(_run_size(prob, arrs["geo"], tiles[-1] if tiles else 0)
+                                        + f", {len(tiles)} samples drained from it")
             state = params.new_state()
             n, dl = len(pr), len(state[-1])
             samples = (np.zeros((n, P, K.S_LEN)), np.zeros((n, P, 8), dtype=np.int64), np.zeros(n), np.zeros((n, dl)))

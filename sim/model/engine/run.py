@@ -22,6 +22,7 @@ from collections import OrderedDict
 from typing import Any
 
 import sim.model.engine.kernel_run as kernel_run
+import sim.model.engine.progress as progress
 import sim.model.kernels.engine as K
 from sim.errors import MappingError
 from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOnArray, LoweredOp
@@ -141,9 +142,11 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
     if len(cands) > large and extrapolation_plan(chip, cands[0][1], cands[0][2], ideal, options.fidelity) is not None:
         cands = cands[:large]
     shared = _reference_run(chip, op, options)
+    progress.op_started(op.name)
     best = None
     ran = []  # (result, (key, kernel run), (problem, mapping, split, plan)) of each candidate simulated
-    for est, p, mapping, split in cands:
+    for index, (est, p, mapping, split) in enumerate(cands):
+        progress.candidate_started(op.name, index, len(cands), _tile_words(mapping, split))
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
                                                             candidates_simulated=len(cands)))
         if too_costly_skipped:
@@ -223,9 +226,15 @@ def _best_in_full(chip, op, options: Options, lowered: LoweredOp, ran: list) -> 
         res, (key, kernel), (p, mapping, split, plan) = ran[i]
         if not unsteady_and_affordable(kernel, plan):
             return res, (key, kernel)
+        progress.candidate_started(op.name, i, len(ran), _tile_words(mapping, split) + ", in full")
         full = run_kernel(chip, p, mapping, ideal)
         res, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, full)
         ran[i] = (res, (key, kernel), (p, mapping, split, None))
+
+
+def _tile_words(mapping, split: int) -> str:
+    """A candidate's tile in words, for progress."""
+    return f"{mapping.tile_m}x{mapping.tile_n}x{mapping.tile_k}" + (f", split-K {split}" if split > 1 else "")
 
 
 def _candidate_result(chip, op, options: Options, lowered: LoweredOp, p, mapping, split: int,
