@@ -140,6 +140,16 @@ def test_tpu_v1_peak():
         chip.peak_flops("bf16")  # int8-only array
 
 
+def test_dtype_peak_flops_is_the_format_class_peak_or_the_best_the_chip_has():
+    # the MFU denominator of sim run, sweeps and serving: the activation format's class...
+    npu = load_chip("npu_128x128")
+    assert npu.dtype_peak_flops("bf16") == npu.peak_flops("bf16")
+    assert npu.dtype_peak_flops("fp8") == npu.peak_flops("fp8")
+    # ...or, where no array runs it (int8-only TPU v1 asked for bf16), the chip's best class
+    tpu = load_chip("tpu_v1")
+    assert tpu.dtype_peak_flops("bf16") == tpu.peak_flops("int8")
+
+
 @pytest.mark.parametrize("rate_class, dense_pflops", [
     ("fp4", 9.0), ("fp8", 4.5), ("int8", 4.5), ("bf16", 2.25), ("fp16", 2.25), ("tf32", 1.1),
 ])

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
-from sim.errors import MappingError, SimError, WorkloadError
+from sim.errors import MappingError, WorkloadError
 from sim.ir.results import OpResult
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
@@ -79,13 +79,6 @@ class IterationResult:
         return head + self.dataframe()._repr_html_()
 
 
-def _peak_flops(chip, dtype: str) -> float:
-    try:
-        return chip.peak_flops(get_format(dtype).rate_class)
-    except SimError:
-        return max(chip.peak_flops(c) for a in chip.cores.arrays for c in a.macs_per_pe_per_cycle)
-
-
 def run_trace(chip, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
               progress: bool = False, stack=None) -> IterationResult:
     """Simulate every op of ``trace`` on ``chip`` (one chip's share; collectives included),
@@ -138,7 +131,7 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
     return IterationResult(label=label or meta.get("label", ""), seconds=total, new_tokens=new_tokens,
                            flops=flops * (chips if chips > 1 else 1), dram_bytes=dram * (chips if chips > 1 else 1),
                            energy_j=energy * 1e-12 * (chips if chips > 1 else 1), ops=rows, chips=chips,
-                           peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+                           peak_flops=chip.dtype_peak_flops(dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
                            energy_components_j={k: v * scale for k, v in comps.items()})
 
 
