@@ -19,8 +19,8 @@ users run.  What differs between stacks is data, a profile in ``stacks/*.yaml``
 
 A chip names its default (``software_stack`` in its file; ``ideal`` when absent); ``--stack``
 (CLI, sweeps) and ``stack=`` (Python) choose another.  Profiles are found like chips
-(:mod:`sim.spec.catalog`: ``$SIM_STACK_DIR`` replaces the shipped folder, ``~/.config/sim/stacks``
-adds to it).
+(:mod:`sim.spec.catalog`: the folders ``$SIM_STACK_DIR`` names and ``~/.config/sim/stacks`` are
+searched before the shipped folder).
 """
 from __future__ import annotations
 
