@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_cl
                                       vector_cycles)
 from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
 from sim.model.memory.dram import dram_params
-from sim.spec.chip import kernel_entry
+from sim.spec.chip import MappingSpec, kernel_entry
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
@@ -264,53 +265,64 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
 
 
 def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
-    """Restrict the mapping to a chip's kernel-library menu (``mapping:`` in the chip file)."""
+    """``prob`` restricted to a chip's kernel-library menu (``mapping:`` in the chip file): a new
+    problem (``prob`` is left as it was); ``prob`` itself where the chip has no menu."""
     ms = getattr(chip, "mapping", None)
     if ms is None:
         return prob
-    prob.distribution = ms.distribution
     cluster = ms.cluster_size
     if kind == "attention" and ms.attention_cluster_size is not None:
         cluster = ms.attention_cluster_size
     if ms.cluster_arrays is not None and array not in ms.cluster_arrays:
         cluster = 1
-    prob.cluster = cluster
-    prob.pad_edge_tiles = bool(ms.pad_edge_tiles)
-    if kind == "gemm" and ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
-        prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
-        prob.max_stages = ms.pipeline_max_stages
-    if kind == "gemm" and array in ms.array_kernels:
-        kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
-        narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
-        # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
-        prob.tile_kernels = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
-                                  for m, n, st, _, kb in kernels)
-        prob.tile_kernel_threads = tuple(t[3] for t in kernels)
-    if kind == "gemm" and array in ms.array_outstanding_requests:
-        prob.max_outstanding = ms.array_outstanding_requests[array]
-    if kind == "gemm" and array in ms.array_inflight_from_stages:
-        prob.inflight_from_stages = True
-    if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
-        prob.tile_side_multiple = ms.tile_one_side_multiple or 0
-        prob.tile_max_elements = ms.tile_max_elements or 0
+    out = dataclasses.replace(prob, distribution=ms.distribution, cluster=cluster,
+                              pad_edge_tiles=bool(ms.pad_edge_tiles))
     if kind == "gemm":
-        prob.tile_menu_m = ms.tile_m
-        prob.tile_menu_n = ms.tile_n
-        if ms.tile_k_bytes:
-            # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel
-            # streams 128-byte rows of int8 weights)
-            narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
-            prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
-    elif kind == "attention" and array in ms.attention_tiles:
+        return dataclasses.replace(out, **_gemm_library_fields(ms, out, array))
+    if kind == "attention":
+        # the attention tile is fitted to the problem as the menu's distribution, cluster and
+        # edge-tile rule leave it
+        return dataclasses.replace(out, **_attention_library_fields(chip, ms, out, array))
+    return out
+
+
+def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
+    """The :class:`TileProblem` fields a kernel library's menu sets on a GEMM on ``array``."""
+    fields: dict[str, Any] = {"tile_menu_m": ms.tile_m, "tile_menu_n": ms.tile_n}
+    # the narrower operand's element bytes: a k tile given in bytes spans that many of them
+    narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
+    if ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
+        fields.update(stage_fill_bytes=float(ms.pipeline_fill_bytes), max_stages=ms.pipeline_max_stages)
+    if array in ms.array_kernels:
+        kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
+        # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
+        fields["tile_kernels"] = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
+                                       for m, n, st, _, kb in kernels)
+        fields["tile_kernel_threads"] = tuple(t[3] for t in kernels)
+    if array in ms.array_outstanding_requests:
+        fields["max_outstanding"] = ms.array_outstanding_requests[array]
+    if array in ms.array_inflight_from_stages:
+        fields["inflight_from_stages"] = True
+    if ms.tile_rule_arrays is None or array in ms.tile_rule_arrays:
+        fields.update(tile_side_multiple=ms.tile_one_side_multiple or 0, tile_max_elements=ms.tile_max_elements or 0)
+    if ms.tile_k_bytes:
+        # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel streams
+        # 128-byte rows of int8 weights)
+        fields["fixed_k"] = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
+    return fields
+
+
+def _attention_library_fields(chip, ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
+    """The :class:`TileProblem` fields a kernel library's menu sets on a fused attention on ``array``."""
+    if array in ms.attention_tiles:
         q_rows, kv_rows = _fitting_attention_tile(chip, prob, *ms.attention_tiles[array])
-        prob.fixed_tiles = kernel_tile(prob, (q_rows, 1, kv_rows))
-    elif kind == "attention":
-        # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
-        prob.tile_menu_m = ms.tile_m
-        if ms.tile_n:
-            kv = tuple(t for t in ms.tile_n if t >= 64)
-            prob.tile_menu_k = kv or None
-    return prob
+        return {"fixed_tiles": kernel_tile(prob, (q_rows, 1, kv_rows))}
+    # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
+    fields: dict[str, Any] = {"tile_menu_m": ms.tile_m}
+    if ms.tile_n:
+        kv = tuple(t for t in ms.tile_n if t >= 64)
+        fields["tile_menu_k"] = kv or None
+    return fields
 
 
 def kernel_tile(prob: TileProblem, tiles) -> tuple[int, int, int]:
@@ -343,7 +355,7 @@ def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
         low = gemm_problem(chip, op, opts)
         prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
         if opts.tiles is not None:
-            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
+            prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
         return dataclasses.replace(low, problem=prob)
     if isinstance(op, Conv2d):
         low = gemm_problem(chip, op.as_gemm(), opts)
@@ -357,7 +369,7 @@ def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
         prob = apply_library_constraints(chip, low.problem, "attention", low.array)
         if opts.tiles is not None:
             # a stack's own kernel tile (query rows, 1, key rows): StackSpec.attention.prefill_tiles
-            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
+            prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
         return dataclasses.replace(low, problem=prob)
     if isinstance(op, VectorOp):
         return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
