@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -349,34 +349,70 @@ def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) 
             q_rows //= 2
 
 
+#: the lowering of each op kind the engine simulates: op type -> ``(chip, op, opts, cores) ->
+#: LoweredOp``.  A new op kind adds one entry (:func:`register_lowering`); ops the trace builder
+#: rewrites before the engine sees them (unfused attention, dequantisation) have none.
+LOWERINGS: dict[type, Callable[[Any, Any, Options, int], LoweredOp]] = {}
+
+_Lowering = TypeVar("_Lowering", bound=Callable[..., LoweredOp])
+
+
+def register_lowering(op_type: type) -> Callable[[_Lowering], _Lowering]:
+    """Register the decorated function as the lowering of ``op_type`` (and its subclasses)."""
+    def register(fn: _Lowering) -> _Lowering:
+        LOWERINGS[op_type] = fn
+        return fn
+    return register
+
+
 def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
-    """``op`` on ``chip`` as a tile problem, within the chip's kernel-library menu."""
-    if isinstance(op, Gemm):
-        low = gemm_problem(chip, op, opts)
-        prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
-        if opts.tiles is not None:
-            prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
-        return dataclasses.replace(low, problem=prob)
-    if isinstance(op, Conv2d):
-        low = gemm_problem(chip, op.as_gemm(), opts)
-        return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "gemm", low.array),
-                                   lowering="im2col")
-    if isinstance(op, Attention):
-        if not op.fused:
-            raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
-                               "by the trace builder; simulate those ops instead")
-        low = attention_problem(chip, op, opts, cores)
-        prob = apply_library_constraints(chip, low.problem, "attention", low.array)
-        if opts.tiles is not None:
-            # a stack's own kernel tile (query rows, 1, key rows): StackSpec.attention.prefill_tiles
-            prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
-        return dataclasses.replace(low, problem=prob)
-    if isinstance(op, VectorOp):
-        return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
-                              "vector")
-    if isinstance(op, Copy):
-        return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
-    raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine")
+    """``op`` on ``chip`` as a tile problem, within the chip's kernel-library menu: the lowering
+    :data:`LOWERINGS` registers for its type (the nearest class of its MRO that has one)."""
+    for cls in type(op).__mro__:
+        lowering = LOWERINGS.get(cls)
+        if lowering is not None:
+            return lowering(chip, op, opts, cores)
+    raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine "
+                     f"(it lowers {', '.join(sorted(t.__name__ for t in LOWERINGS))})")
+
+
+@register_lowering(Gemm)
+def _lower_gemm(chip, op: Gemm, opts: Options, cores: int) -> LoweredOp:
+    low = gemm_problem(chip, op, opts)
+    prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
+    if opts.tiles is not None:
+        prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
+    return dataclasses.replace(low, problem=prob)
+
+
+@register_lowering(Conv2d)
+def _lower_conv2d(chip, op: Conv2d, opts: Options, cores: int) -> LoweredOp:
+    low = gemm_problem(chip, op.as_gemm(), opts)
+    return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "gemm", low.array),
+                               lowering="im2col")
+
+
+@register_lowering(Attention)
+def _lower_attention(chip, op: Attention, opts: Options, cores: int) -> LoweredOp:
+    if not op.fused:
+        raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
+                           "by the trace builder; simulate those ops instead")
+    low = attention_problem(chip, op, opts, cores)
+    prob = apply_library_constraints(chip, low.problem, "attention", low.array)
+    if opts.tiles is not None:
+        # a stack's own kernel tile (query rows, 1, key rows): StackSpec.attention.prefill_tiles
+        prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
+    return dataclasses.replace(low, problem=prob)
+
+
+@register_lowering(VectorOp)
+def _lower_vector(chip, op: VectorOp, opts: Options, cores: int) -> LoweredOp:
+    return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element, "vector")
+
+
+@register_lowering(Copy)
+def _lower_copy(chip, op: Copy, opts: Options, cores: int) -> LoweredOp:
+    return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
 
 
 # --------------------------------------------------------------------------- budgets
