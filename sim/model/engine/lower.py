@@ -376,20 +376,25 @@ def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
                      f"(it lowers {', '.join(sorted(t.__name__ for t in LOWERINGS))})")
 
 
+def _within_library(chip, low: LoweredOp, kind: str, tiles: tuple[int, int, int] | None,
+                    **changes: Any) -> LoweredOp:
+    """``low`` with its problem restricted to the chip's kernel-library menu and, where the stack
+    fixes one (``tiles``), its kernel tile; ``changes``: other fields of the lowered op."""
+    prob = apply_library_constraints(chip, low.problem, kind, low.array)
+    if tiles is not None:
+        prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, tiles))
+    return dataclasses.replace(low, problem=prob, **changes)
+
+
 @register_lowering(Gemm)
 def _lower_gemm(chip, op: Gemm, opts: Options, cores: int) -> LoweredOp:
-    low = gemm_problem(chip, op, opts)
-    prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
-    if opts.tiles is not None:
-        prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
-    return dataclasses.replace(low, problem=prob)
+    return _within_library(chip, gemm_problem(chip, op, opts), "gemm", opts.tiles)
 
 
 @register_lowering(Conv2d)
 def _lower_conv2d(chip, op: Conv2d, opts: Options, cores: int) -> LoweredOp:
-    low = gemm_problem(chip, op.as_gemm(), opts)
-    return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "gemm", low.array),
-                               lowering="im2col")
+    # a stack's kernel tile is a GEMM's or an attention's, never an im2col convolution's
+    return _within_library(chip, gemm_problem(chip, op.as_gemm(), opts), "gemm", None, lowering="im2col")
 
 
 @register_lowering(Attention)
@@ -397,12 +402,8 @@ def _lower_attention(chip, op: Attention, opts: Options, cores: int) -> LoweredO
     if not op.fused:
         raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
                            "by the trace builder; simulate those ops instead")
-    low = attention_problem(chip, op, opts, cores)
-    prob = apply_library_constraints(chip, low.problem, "attention", low.array)
-    if opts.tiles is not None:
-        # a stack's own kernel tile (query rows, 1, key rows): StackSpec.attention.prefill_tiles
-        prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, opts.tiles))
-    return dataclasses.replace(low, problem=prob)
+    # a stack's own kernel tile is (query rows, 1, key rows): StackSpec.attention.prefill_tiles
+    return _within_library(chip, attention_problem(chip, op, opts, cores), "attention", opts.tiles)
 
 
 @register_lowering(VectorOp)
