@@ -13,6 +13,7 @@ from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.workload.llm import Parallelism, Precision, Trace, build_iteration, phase_iterations
 from sim.model.workload.models import default_prompt_len, load_model_spec
+from sim.spec.chip import ChipSpec
 
 __all__ = ["llm_energy_components_j", "llm_run_power"]
 
@@ -32,7 +33,7 @@ def _llm_traces(model, phase: str, batch: int, prompt_len: int | None, context_l
             for it, w in zip(iterations, weights)]
 
 
-def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "generate", batch: int = 1,
+def llm_energy_components_j(chip: ChipSpec, model, result: Mapping, *, phase: str = "generate", batch: int = 1,
                             prompt_len: int | None = None, context_len=None, new_tokens: int = 128,
                             draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
                             sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
@@ -80,7 +81,8 @@ def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "gener
     return {k: v / s * total_j for k, v in comps.items()}
 
 
-def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch: int = 1, prompt_len: int | None = None,
+def llm_run_power(chip: ChipSpec, model, result: Mapping, *, phase: str = "prefill", batch: int = 1,
+                  prompt_len: int | None = None,
                   context_len=None, new_tokens: int = 128, draft_tokens: int = 0, tensor_parallel: int = 1,
                   pipeline_parallel: int = 1, options=None, model_set=None, **_ignored) -> dict:
     """Average power of one chip over an LLM run (:func:`sim.apps.inference.run_llm`'s

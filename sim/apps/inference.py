@@ -79,7 +79,7 @@ class IterationResult:
         return head + self.dataframe()._repr_html_()
 
 
-def run_trace(chip, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
+def run_trace(chip: ChipSpec, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
               progress: bool = False, stack=None) -> IterationResult:
     """Simulate every op of ``trace`` on ``chip`` (one chip's share; collectives included),
     as the kernels ``stack`` (default: the chip's ``software_stack``) launches for them
@@ -135,7 +135,7 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
                            energy_components_j={k: v * scale for k, v in comps.items()})
 
 
-def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int) -> dict:
+def check_fit(chip: ChipSpec, model, precision, parallel, batch: int, context_tokens: int) -> dict:
     """Weights plus KV cache per chip against the chip's DRAM capacity."""
     chips = parallel.tensor * parallel.pipeline
     w = weight_bytes(model, precision)
@@ -152,7 +152,7 @@ def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int)
 DEFAULT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
 
 
-def _computes(chip, fmt: str) -> bool:
+def _computes(chip: ChipSpec, fmt: str) -> bool:
     try:
         choose_array(chip, get_format(fmt).rate_class)
         return True
@@ -160,7 +160,7 @@ def _computes(chip, fmt: str) -> bool:
         return False
 
 
-def default_dtype(chip) -> str:
+def default_dtype(chip: ChipSpec) -> str:
     """The activation format a run uses when none is given: the first of
     :data:`DEFAULT_DTYPES` that one of the chip's arrays computes (natively or widened)."""
     for d in DEFAULT_DTYPES:
@@ -185,7 +185,7 @@ def run_precision(chip: ChipSpec, dtype: str, weight_dtype: str | None = None, k
     return precision
 
 
-def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int | None = None,
+def run_llm(chip: ChipSpec | str, model, *, phase: str = "generate", batch: int = 1, prompt_len: int | None = None,
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,

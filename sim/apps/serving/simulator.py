@@ -154,7 +154,7 @@ def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
                     prefix_groups=cfg.prefix_groups, prefix_tokens=cfg.prefix_tokens, seed=cfg.seed)
 
 
-def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingResult:
+def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwargs) -> ServingResult:
     """Simulate serving ``model`` on replicas of ``chip``; returns a :class:`ServingResult`.
 
     ``model_set`` edits the model first, as ``run_llm(model_set=...)`` and ``--model-set``

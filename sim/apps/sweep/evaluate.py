@@ -36,7 +36,7 @@ def _f(v: Any) -> float:
         return float("nan")
 
 
-def _llm(chip, model, wl: dict) -> dict[str, float]:
+def _llm(chip: ChipSpec, model, wl: dict) -> dict[str, float]:
     """A sweep row's metrics, read from the run's typed fields (:class:`~sim.apps.results.LlmRun`)."""
     kw = dict(phase=wl["phase"], batch=wl["batch"], prompt_len=wl["prompt_len"], context_len=wl["context_len"],
               new_tokens=wl["new_tokens"], draft_tokens=wl["draft_tokens"], dtype=wl["dtype"],
@@ -79,7 +79,7 @@ def _length(v):
     return v if isinstance(v, int) else LengthSpec.model_validate(v).dist()
 
 
-def _serving(chip, model, wl: dict, draft) -> dict[str, float]:
+def _serving(chip: ChipSpec, model, wl: dict, draft) -> dict[str, float]:
     """A serving point: :func:`sim.apps.serving.serve` with the workload's options; the row is
     its summary (latency percentiles over finished requests, throughput, goodput, KV use...)."""
     slos = {}
@@ -113,7 +113,7 @@ def _serving(chip, model, wl: dict, draft) -> dict[str, float]:
     return out
 
 
-def _gemm(chip, wl: dict) -> dict[str, float]:
+def _gemm(chip: ChipSpec, wl: dict) -> dict[str, float]:
     r = simulate_gemm(chip, m=wl["m"], k=wl["k"], n=wl["n"], count=wl["count"], dtype=wl["dtype"],
                       weight_dtype=wl["weight_dtype"], sparsity=wl["sparsity"], dataflow=wl["dataflow"],
                       memory=wl["memory"], row_length=wl["row_length"], fidelity=wl.get("fidelity", "high"))

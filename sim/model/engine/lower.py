@@ -32,6 +32,7 @@ from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_cl
 from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
 from sim.model.memory.dram import dram_params
 from sim.spec.chip import MappingSpec, kernel_entry
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
@@ -94,7 +95,7 @@ def _dataflow_model(choice: ArrayChoice, opts: Options):
     return get_dataflow(choice.dataflow)
 
 
-def _with_row_length(chip, choice: ArrayChoice, df) -> ArrayChoice:
+def _with_row_length(chip: ChipSpec, choice: ArrayChoice, df) -> ArrayChoice:
     """``choice`` with fold overlap derived for the row length the dataflow runs at: a
     row-stationary PE keeps ``row_length`` weights, so double-buffering them takes twice
     that many words (:meth:`sim.spec.compute_spec.ArraySpec.overlaps_folds`)."""
@@ -118,7 +119,7 @@ def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
     return units["m"], units["n"], units["k"]
 
 
-def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
+def gemm_problem(chip: ChipSpec, op: Gemm, opts: Options) -> LoweredGemm:
     rate = compute_rate_class(op.dtype, op.weight_dtype)
     choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
     df = _dataflow_model(choice, opts)
@@ -157,7 +158,7 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
                        row_length=getattr(df, "row_length", None))
 
 
-def attention_problem(chip, op: Attention, opts: Options, cores: int) -> LoweredAttention:
+def attention_problem(chip: ChipSpec, op: Attention, opts: Options, cores: int) -> LoweredAttention:
     """FlashAttention-style fused attention: per (sequence, KV head) instance, a block of
     query rows (the ``heads/kv_heads`` query heads sharing a KV head, position-major)
     stays on chip while K and V tiles stream past; scores never leave the core.  A library
@@ -245,7 +246,7 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> Lowered
                             fused=True, math_dtype=math_dtype)
 
 
-def stream_problem(chip, name: str, elements: int, read_bytes: float, write_bytes: float,
+def stream_problem(chip: ChipSpec, name: str, elements: int, read_bytes: float, write_bytes: float,
                    lane_ops_per_element: float, kind: str) -> LoweredStream:
     """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies)."""
     width = min(STREAM_ROW_ELEMENTS, elements)
@@ -264,7 +265,7 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
     return LoweredStream(problem=prob, kind=kind, row_elements=width, stream_rows=rows)
 
 
-def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
+def apply_library_constraints(chip: ChipSpec, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
     """``prob`` restricted to a chip's kernel-library menu (``mapping:`` in the chip file): a new
     problem (``prob`` is left as it was); ``prob`` itself where the chip has no menu."""
     ms = getattr(chip, "mapping", None)
@@ -312,7 +313,7 @@ def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) 
     return fields
 
 
-def _attention_library_fields(chip, ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
+def _attention_library_fields(chip: ChipSpec, ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
     """The :class:`TileProblem` fields a kernel library's menu sets on a fused attention on ``array``."""
     if array in ms.attention_tiles:
         q_rows, kv_rows = _fitting_attention_tile(chip, prob, *ms.attention_tiles[array])
@@ -333,7 +334,7 @@ def kernel_tile(prob: TileProblem, tiles) -> tuple[int, int, int]:
     return tuple(min(t, d) for t, d in zip(tiles, (prob.m, prob.n, prob.k)))
 
 
-def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
+def _fitting_attention_tile(chip: ChipSpec, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
     """The library's attention tile, or - where its buffers do not fit the core's SRAM
     (a large head dim) - the tile halved, keys first, as FlashAttention's kernels take
     smaller blocks for wider heads."""
@@ -365,7 +366,7 @@ def register_lowering(op_type: type) -> Callable[[_Lowering], _Lowering]:
     return register
 
 
-def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
+def lower_op(chip: ChipSpec, op, opts: Options, cores: int) -> LoweredOp:
     """``op`` on ``chip`` as a tile problem, within the chip's kernel-library menu: the lowering
     :data:`LOWERINGS` registers for its type (the nearest class of its MRO that has one)."""
     for cls in type(op).__mro__:
@@ -376,7 +377,7 @@ def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
                      f"(it lowers {', '.join(sorted(t.__name__ for t in LOWERINGS))})")
 
 
-def _within_library(chip, low: LoweredOp, kind: str, tiles: tuple[int, int, int] | None,
+def _within_library(chip: ChipSpec, low: LoweredOp, kind: str, tiles: tuple[int, int, int] | None,
                     **changes: Any) -> LoweredOp:
     """``low`` with its problem restricted to the chip's kernel-library menu and, where the stack
     fixes one (``tiles``), its kernel tile; ``changes``: other fields of the lowered op."""
@@ -387,18 +388,18 @@ def _within_library(chip, low: LoweredOp, kind: str, tiles: tuple[int, int, int]
 
 
 @register_lowering(Gemm)
-def _lower_gemm(chip, op: Gemm, opts: Options, cores: int) -> LoweredOp:
+def _lower_gemm(chip: ChipSpec, op: Gemm, opts: Options, cores: int) -> LoweredOp:
     return _within_library(chip, gemm_problem(chip, op, opts), "gemm", opts.tiles)
 
 
 @register_lowering(Conv2d)
-def _lower_conv2d(chip, op: Conv2d, opts: Options, cores: int) -> LoweredOp:
+def _lower_conv2d(chip: ChipSpec, op: Conv2d, opts: Options, cores: int) -> LoweredOp:
     # a stack's kernel tile is a GEMM's or an attention's, never an im2col convolution's
     return _within_library(chip, gemm_problem(chip, op.as_gemm(), opts), "gemm", None, lowering="im2col")
 
 
 @register_lowering(Attention)
-def _lower_attention(chip, op: Attention, opts: Options, cores: int) -> LoweredOp:
+def _lower_attention(chip: ChipSpec, op: Attention, opts: Options, cores: int) -> LoweredOp:
     if not op.fused:
         raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
                            "by the trace builder; simulate those ops instead")
@@ -407,12 +408,12 @@ def _lower_attention(chip, op: Attention, opts: Options, cores: int) -> LoweredO
 
 
 @register_lowering(VectorOp)
-def _lower_vector(chip, op: VectorOp, opts: Options, cores: int) -> LoweredOp:
+def _lower_vector(chip: ChipSpec, op: VectorOp, opts: Options, cores: int) -> LoweredOp:
     return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element, "vector")
 
 
 @register_lowering(Copy)
-def _lower_copy(chip, op: Copy, opts: Options, cores: int) -> LoweredOp:
+def _lower_copy(chip: ChipSpec, op: Copy, opts: Options, cores: int) -> LoweredOp:
     return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
 
 
@@ -450,7 +451,7 @@ def blocks_sharing_cores(prob: TileProblem, lanes: int) -> list[tuple[TileProble
     return out
 
 
-def memory_budget(chip, ideal: bool) -> MemoryBudget:
+def memory_budget(chip: ChipSpec, ideal: bool) -> MemoryBudget:
     """Per-core tile buffer (the outermost core-scope SRAM, which DMA fills), its port,
     and the chip-level bandwidths."""
     srams = chip.memory.core_srams
