@@ -140,6 +140,16 @@ def test_tpu_v1_peak():
         chip.peak_flops("bf16")  # int8-only array
 
 
+def test_dtype_peak_flops_is_the_format_class_peak_or_the_best_the_chip_has():
+    # the MFU denominator of sim run, sweeps and serving: the activation format's class...
+    npu = load_chip("npu_128x128")
+    assert npu.dtype_peak_flops("bf16") == npu.peak_flops("bf16")
+    assert npu.dtype_peak_flops("fp8") == npu.peak_flops("fp8")
+    # ...or, where no array runs it (int8-only TPU v1 asked for bf16), the chip's best class
+    tpu = load_chip("tpu_v1")
+    assert tpu.dtype_peak_flops("bf16") == tpu.peak_flops("int8")
+
+
 @pytest.mark.parametrize("rate_class, dense_pflops", [
     ("fp4", 9.0), ("fp8", 4.5), ("int8", 4.5), ("bf16", 2.25), ("fp16", 2.25), ("tf32", 1.1),
 ])
@@ -503,12 +513,38 @@ def test_resolve_accepts_paths_and_names(tmp_path):
     assert resolve_chip_path(str(tmp_path / "nope.yaml")) == tmp_path / "nope.yaml"
 
 
-def test_arch_dir_env_override(tmp_path, monkeypatch):
-    write(tmp_path, MINIMAL, "mine.yaml")
+def test_arch_dir_env_adds_a_search_path_searched_first(tmp_path, monkeypatch):
+    """$SIM_ARCH_DIR is an extra search path: its chips and the shipped ones both load; a file of
+    a shipped name overrides it; an unknown name lists every chip registered."""
+    shipped = chips_dir()
+    (tmp_path / "my_npu.yaml").write_text((shipped / "npu_128x128.yaml").read_text())
+    write(tmp_path, MINIMAL, "tpu_v1.yaml")  # same name as a shipped chip: the user's wins
     monkeypatch.setenv("SIM_ARCH_DIR", str(tmp_path))
-    assert chips_dir() == tmp_path
-    assert list_chips() == ["mine"]
-    assert load_chip("mine").name == "tiny"
+    assert chips_dir() == shipped
+    assert load_chip("my_npu").source_path == tmp_path / "my_npu.yaml"
+    assert load_chip("my_npu").peak_flops("bf16") == load_chip("npu_128x128").peak_flops("bf16")
+    assert load_chip("npu_128x128").source_path == shipped / "npu_128x128.yaml"
+    assert load_chip("tpu_v1").name == "tiny"
+    assert {"my_npu", "npu_128x128", "h200_sxm", "tpu_v1"} <= set(list_chips())
+    with pytest.raises(UnknownNameError) as e:
+        load_chip("no_such_chip")
+    assert "my_npu" in str(e.value) and "h200_sxm" in str(e.value)
+
+
+def test_arch_dir_env_takes_several_folders_and_refuses_a_missing_one(tmp_path, monkeypatch):
+    import os
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write(tmp_path / "a", MINIMAL, "first.yaml")
+    write(tmp_path / "b", MINIMAL, "second.yaml")
+    write(tmp_path / "b", edit(MINIMAL, "name: tiny", "name: shadowed"), "first.yaml")
+    monkeypatch.setenv("SIM_ARCH_DIR", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")]))
+    assert load_chip("first").source_path == tmp_path / "a" / "first.yaml"  # in order: the first folder wins
+    assert load_chip("second").name == "tiny"
+    monkeypatch.setenv("SIM_ARCH_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"nowhere: chip folder not found \(named by SIM_ARCH_DIR\)"):
+        load_chip("tpu_v1")
 
 
 def test_check_files_returns_problems_instead_of_raising(tmp_path):

@@ -603,7 +603,7 @@ def test_yaml_errors_name_file_and_line(tmp_path, monkeypatch):
     _write_dataflows(tmp_path, ws=[("temporal: m ", "temporl: m ")],
                      rs=[("row_length: 1 ", "row_length: 40 ")],
                      os=[("stationary_operand: output", "stationary_operand: input")])
-    monkeypatch.setenv("SIM_DATAFLOW_DIR", str(tmp_path))
+    monkeypatch.setenv("SIM_DATAFLOW_DIR", str(tmp_path))  # searched first: these files override the shipped ones
     clear_cache()
     try:
         assert list_dataflows() == ["is", "os", "rs", "ws"]
@@ -636,14 +636,16 @@ def test_file_name_must_match_name_and_syntax_errors(tmp_path, monkeypatch):
             get_dataflow("tpu")
         with pytest.raises(ConfigError, match=r"broken.yaml:\d+: YAML syntax error"):
             get_dataflow("broken")
-        with pytest.raises(UnknownNameError):
-            get_dataflow("ws")
+        # the shipped dataflows are still found, and an unknown name lists every file registered
+        assert get_dataflow("ws").name == "ws"
+        with pytest.raises(UnknownNameError, match=r"valid: broken, is, os, rs, tpu, ws"):
+            get_dataflow("nope")
     finally:
         monkeypatch.delenv("SIM_DATAFLOW_DIR")
         clear_cache()
     monkeypatch.setenv("SIM_DATAFLOW_DIR", str(tmp_path / "nowhere"))
     try:
-        with pytest.raises(ConfigError, match="dataflow folder not found"):
+        with pytest.raises(ConfigError, match=r"dataflow folder not found \(named by SIM_DATAFLOW_DIR\)"):
             list_dataflows()
     finally:
         monkeypatch.delenv("SIM_DATAFLOW_DIR")

@@ -359,3 +359,32 @@ def test_unsteady_samples_fall_back_on_full_simulation(monkeypatch):
     assert flagged.details["extrapolated"] is not None and flagged.details["extrapolated"]["steady"] is False
     assert abs(flagged.cycles / full.cycles - 1) > 0.05   # what the fallback avoids
     R.clear_cache()
+
+
+def test_lower_op_looks_op_kinds_up_in_a_registry():
+    """An op kind is one entry of LOWERINGS (register_lowering); an op of no registered kind is a
+    clear error that lists the kinds the engine lowers."""
+    from dataclasses import dataclass
+
+    from sim.errors import ShapeError
+    from sim.model.engine import lower as L
+
+    assert {t.__name__ for t in L.LOWERINGS} == {"Attention", "Conv2d", "Copy", "Gemm", "VectorOp"}
+
+    @dataclass(frozen=True)
+    class Mystery:
+        name: str
+
+    chip = load_chip("npu_128x128")
+    with pytest.raises(ShapeError, match=r"op 'x' of kind Mystery is not simulated by the engine "
+                                         r"\(it lowers Attention, Conv2d, Copy, Gemm, VectorOp\)"):
+        L.lower_op(chip, Mystery("x"), L.Options(), 4)
+
+    @L.register_lowering(Mystery)
+    def _lower_mystery(chip, op, opts, cores):
+        return L.stream_problem(chip, op.name, 4096, 8192, 8192, 0.0, "copy")
+
+    try:
+        assert L.lower_op(chip, Mystery("x"), L.Options(), 4).problem.name == "x"
+    finally:
+        del L.LOWERINGS[Mystery]

@@ -311,3 +311,21 @@ def test_misaligned_gemms_run_the_element_aligned_paths(h200):
         assert _gemm_ops(case)[0][1].array == path
         assert predict(h200, case)["predicted_ms"] == pytest.approx(case.measured_ms, rel=0.1)
     assert _gemm_ops(Case(0, "gemm", "bf16", {"m": 2048, "k": 16384, "n": 2048}, None))[0][1].array is None
+
+
+def test_library_constraints_return_a_new_problem_and_leave_the_lowered_one_as_it_was():
+    import dataclasses
+
+    from sim.model.engine.lower import apply_library_constraints, attention_problem, gemm_problem
+
+    chip = load_chip("h200_sxm")
+    low = gemm_problem(chip, Gemm("g", m=512, k=1024, n=2048, dtype="bf16"), Options())
+    before = dataclasses.asdict(low.problem)
+    prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
+    assert prob is not low.problem and dataclasses.asdict(low.problem) == before
+    assert (prob.distribution, prob.cluster, prob.tile_menu_m) == ("cyclic", 2, chip.mapping.tile_m)
+    att = attention_problem(chip, Attention("a", q_len=1024, kv_len=1024, heads=32, kv_heads=8, head_dim=128,
+                                            batch=1, dtype="bf16"), Options(), chip.cores.count)
+    before = dataclasses.asdict(att.problem)
+    prob = apply_library_constraints(chip, att.problem, "attention", att.array)
+    assert dataclasses.asdict(att.problem) == before and prob.cluster == 1  # attention_cluster_size

@@ -6,7 +6,7 @@ import pytest
 from sim.spec.dtypes import get_format
 from sim.errors import WorkloadError
 from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, Trace, build_iteration,
-                              compare_traces, decode, expert_token_counts, kv_cache_bytes, prefill,
+                              compare_traces, decode, expert_token_counts, kv_cache_bytes, phase_iterations, prefill,
                               speculative_verify, stage_layers, weight_bytes)
 from sim.model.workload.models import load_model_spec
 from sim.ir.ops import Attention, Collective, Copy, Gemm, VectorOp
@@ -367,3 +367,18 @@ def test_vector_ops_have_positive_elements(l8, mix):
         for o in t.ops:
             if isinstance(o.op, VectorOp):
                 assert o.op.elements > 0 and o.op.flops >= 0
+
+
+def test_phase_iterations_are_the_iterations_a_run_builds():
+    # one function says which iterations a phase is made of (run_llm and the energy report both use it)
+    (pre,) = phase_iterations("prefill", 2, 64, context_len=100)
+    assert pre.label == "prefill" and pre.groups() == [(64, 100, 2)]
+    (dec,) = phase_iterations("decode", 3, 64)
+    assert dec.label == "decode" and dec.groups() == [(1, 64, 3)]
+    (ver,) = phase_iterations("decode", 1, 64, context_len=200, draft_tokens=3)
+    assert ver.label == "verify 3" and ver.groups() == [(4, 200, 1)] and ver.logit_tokens == 4
+    gen = phase_iterations("generate", 2, 32, context_len=50, decode_steps=[0, 7])
+    assert [it.label for it in gen] == ["prefill", "decode@82", "decode@89"]
+    assert [it.groups() for it in gen] == [[(32, 50, 2)], [(1, 82, 2)], [(1, 89, 2)]]
+    with pytest.raises(WorkloadError, match="phase must be"):
+        phase_iterations("train", 1, 8)

@@ -89,7 +89,7 @@ def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_pa
     assert "npu_128x128" in unknown.stderr  # the valid names are listed, not "(valid: )"
 
 
-def test_user_folder_adds_chips_found_by_name(tmp_path, monkeypatch):
+def test_user_folder_adds_chips_found_by_name_and_overrides_shipped_ones(tmp_path, monkeypatch):
     user = tmp_path / "user"
     (user / "arch_configs").mkdir(parents=True)
     text = (catalog.shipped_dir("chips") / "npu_128x128.yaml").read_text()
@@ -97,9 +97,9 @@ def test_user_folder_adds_chips_found_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("SIM_USER_DIR", str(user))
     assert "my_npu" in list_chips() and "npu_128x128" in list_chips()
     assert load_chip("my_npu").source_path == user / "arch_configs" / "my_npu.yaml"
-    # a shipped name is not shadowed by the user folder: the package's file wins
+    # the user folder is searched first: a user file of a shipped name overrides it
     (user / "arch_configs" / "tpu_v1.yaml").write_text(text)
-    assert load_chip("tpu_v1").source_path == catalog.shipped_dir("chips") / "tpu_v1.yaml"
+    assert load_chip("tpu_v1").source_path == user / "arch_configs" / "tpu_v1.yaml"
     monkeypatch.delenv("SIM_USER_DIR")
     assert "my_npu" not in list_chips() or (Path.home() / ".config/sim/arch_configs/my_npu.yaml").is_file()
     assert "llama3-8b" in list_models()

@@ -125,11 +125,12 @@ def test_overrides_and_env_dir(tmp_path, monkeypatch):
     s2 = load_model_spec("tiny", ["max_context=4096"])
     assert s2.max_context == 4096
     (tmp_path / "only.yaml").write_text(BASE.replace("name: bad", "name: only"))
-    monkeypatch.setenv("SIM_WORKLOAD_DIR", str(tmp_path))
-    assert list_models() == ["only"]
+    monkeypatch.setenv("SIM_WORKLOAD_DIR", str(tmp_path))  # an extra folder, searched first
+    assert {"only", "llama3-8b"} <= set(list_models())
     assert load_model_spec("only").name == "only"
-    with pytest.raises(UnknownNameError):
-        load_model_spec("llama3-8b")
+    assert load_model_spec("llama3-8b").hidden_size == 4096
+    with pytest.raises(UnknownNameError, match="only.*tiny"):
+        load_model_spec("no-such-model")
 
 
 def test_spec_is_frozen():

@@ -11,33 +11,29 @@ from sim.model.cost.power import _mean_clock, op_clock_mhz
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
-from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
+from sim.model.workload.llm import Parallelism, Precision, Trace, build_iteration, phase_iterations
 from sim.model.workload.models import default_prompt_len, load_model_spec
+from sim.spec.chip import ChipSpec
 
 __all__ = ["llm_energy_components_j", "llm_run_power"]
 
 
-def _llm_traces(model, phase: str, batch: int, prompt_len: int, context_len, new_tokens: int, draft_tokens: int,
-                precision, parallel, attention: str):
-    """(trace, weight) pairs whose weighted op energies split an LLM run's energy
-    (``prompt_len`` None: the run's default, as :func:`sim.apps.inference.run_llm` takes it)."""
+def _llm_traces(model, phase: str, batch: int, prompt_len: int | None, context_len: int | None, new_tokens: int,
+                draft_tokens: int, precision: Precision, parallel: Parallelism, attention: str) -> list[tuple[Trace, float]]:
+    """(trace, weight) pairs whose weighted op energies split an LLM run's energy: the
+    iterations :func:`sim.apps.inference.run_llm` runs for ``phase``
+    (:func:`~sim.model.workload.llm.phase_iterations`), a generation's decode steps stood for
+    by its middle one, weighted ``new_tokens`` (``prompt_len`` None: the run's default)."""
     if prompt_len is None:
         prompt_len = default_prompt_len(model, phase, new_tokens, draft_tokens, context_len)
-    kw = dict(precision=precision, attention=attention, parallel=parallel)
-    past = int(context_len) if context_len is not None else 0
-    if phase == "prefill":
-        return [(build_iteration(model, Iteration(tuple([Sequence(prompt_len, past)] * batch)), **kw), 1.0)]
-    if phase == "decode":
-        ctx = int(context_len) if context_len is not None else prompt_len
-        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
-        return [(build_iteration(model, Iteration(tuple([seq] * batch)), **kw), 1.0)]
-    start = past + prompt_len
-    pre = build_iteration(model, Iteration(tuple([Sequence(prompt_len, past)] * batch)), **kw)
-    mid = build_iteration(model, Iteration(tuple([Sequence(1, start + new_tokens // 2)] * batch)), **kw)
-    return [(pre, 1.0), (mid, float(new_tokens))]
+    middle = (new_tokens // 2,) if phase == "generate" else ()
+    iterations = phase_iterations(phase, batch, prompt_len, context_len, draft_tokens, middle)
+    weights = [1.0, float(new_tokens)] if phase == "generate" else [1.0]
+    return [(build_iteration(model, it, precision=precision, attention=attention, parallel=parallel), w)
+            for it, w in zip(iterations, weights)]
 
 
-def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "generate", batch: int = 1,
+def llm_energy_components_j(chip: ChipSpec, model, result: Mapping, *, phase: str = "generate", batch: int = 1,
                             prompt_len: int | None = None, context_len=None, new_tokens: int = 128,
                             draft_tokens: int = 0, dtype: str = "bf16", weight_dtype=None, kv_dtype=None,
                             sparsity=None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
@@ -85,7 +81,8 @@ def llm_energy_components_j(chip, model, result: Mapping, *, phase: str = "gener
     return {k: v / s * total_j for k, v in comps.items()}
 
 
-def llm_run_power(chip, model, result: Mapping, *, phase: str = "prefill", batch: int = 1, prompt_len: int | None = None,
+def llm_run_power(chip: ChipSpec, model, result: Mapping, *, phase: str = "prefill", batch: int = 1,
+                  prompt_len: int | None = None,
                   context_len=None, new_tokens: int = 128, draft_tokens: int = 0, tensor_parallel: int = 1,
                   pipeline_parallel: int = 1, options=None, model_set=None, **_ignored) -> dict:
     """Average power of one chip over an LLM run (:func:`sim.apps.inference.run_llm`'s

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
-from sim.errors import MappingError, SimError, WorkloadError
+from sim.errors import MappingError, WorkloadError
 from sim.ir.results import OpResult
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.mapper.compute import choose_array
 from sim.model.stacks import chip_stack, lower_trace
-from sim.model.workload.llm import (Iteration, Parallelism, Precision, Sequence, build_iteration, kv_cache_bytes,
-                                    weight_bytes)
+from sim.model.workload.llm import (RUN_PHASES, Iteration, Parallelism, Precision, build_iteration, kv_cache_bytes,
+                                    phase_iterations, weight_bytes)
 from sim.model.workload.models import default_prompt_len, load_model_spec, run_max_tokens
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
@@ -79,14 +79,7 @@ class IterationResult:
         return head + self.dataframe()._repr_html_()
 
 
-def _peak_flops(chip, dtype: str) -> float:
-    try:
-        return chip.peak_flops(get_format(dtype).rate_class)
-    except SimError:
-        return max(chip.peak_flops(c) for a in chip.cores.arrays for c in a.macs_per_pe_per_cycle)
-
-
-def run_trace(chip, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
+def run_trace(chip: ChipSpec, trace, options: Options | None = None, label: str = "", dtype: str = "bf16",
               progress: bool = False, stack=None) -> IterationResult:
     """Simulate every op of ``trace`` on ``chip`` (one chip's share; collectives included),
     as the kernels ``stack`` (default: the chip's ``software_stack``) launches for them
@@ -138,11 +131,11 @@ def run_trace(chip, trace, options: Options | None = None, label: str = "", dtyp
     return IterationResult(label=label or meta.get("label", ""), seconds=total, new_tokens=new_tokens,
                            flops=flops * (chips if chips > 1 else 1), dram_bytes=dram * (chips if chips > 1 else 1),
                            energy_j=energy * 1e-12 * (chips if chips > 1 else 1), ops=rows, chips=chips,
-                           peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+                           peak_flops=chip.dtype_peak_flops(dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
                            energy_components_j={k: v * scale for k, v in comps.items()})
 
 
-def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int) -> dict:
+def check_fit(chip: ChipSpec, model, precision, parallel, batch: int, context_tokens: int) -> dict:
     """Weights plus KV cache per chip against the chip's DRAM capacity."""
     chips = parallel.tensor * parallel.pipeline
     w = weight_bytes(model, precision)
@@ -159,7 +152,7 @@ def check_fit(chip, model, precision, parallel, batch: int, context_tokens: int)
 DEFAULT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
 
 
-def _computes(chip, fmt: str) -> bool:
+def _computes(chip: ChipSpec, fmt: str) -> bool:
     try:
         choose_array(chip, get_format(fmt).rate_class)
         return True
@@ -167,7 +160,7 @@ def _computes(chip, fmt: str) -> bool:
         return False
 
 
-def default_dtype(chip) -> str:
+def default_dtype(chip: ChipSpec) -> str:
     """The activation format a run uses when none is given: the first of
     :data:`DEFAULT_DTYPES` that one of the chip's arrays computes (natively or widened)."""
     for d in DEFAULT_DTYPES:
@@ -192,7 +185,7 @@ def run_precision(chip: ChipSpec, dtype: str, weight_dtype: str | None = None, k
     return precision
 
 
-def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len: int | None = None,
+def run_llm(chip: ChipSpec | str, model, *, phase: str = "generate", batch: int = 1, prompt_len: int | None = None,
             context_len: int | None = None, new_tokens: int = 128, draft_tokens: int = 0,
             dtype: str | None = None, weight_dtype: str | None = None, kv_dtype: str | None = None,
             sparsity: str | None = None, tensor_parallel: int = 1, pipeline_parallel: int = 1,
@@ -234,7 +227,6 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     precision = run_precision(chip, dtype, weight_dtype, kv_dtype, sparsity)
     parallel = Parallelism(tensor=tensor_parallel, pipeline=pipeline_parallel, collective_algorithm=collective)
     options = options or Options()
-    past = int(context_len) if context_len is not None else 0
     max_ctx = run_max_tokens(phase, prompt_len, context_len, new_tokens, draft_tokens)
     fit = _check_fits(chip, spec, precision, parallel, batch, max_ctx, allow_overflow)
     head = dict(chip=chip.name, model=spec.name, phase=phase, batch=batch,
@@ -247,28 +239,26 @@ def run_llm(chip, model, *, phase: str = "generate", batch: int = 1, prompt_len:
     iterations = _Iterations(chip, spec, precision, attention, parallel, options, dtype, stack_spec,
                              progress=progress and phase != "generate")
 
+    sample_at = _decode_sample_steps(new_tokens) if phase == "generate" else []
+    first, *decode_steps = phase_iterations(phase, batch, prompt_len, context_len, draft_tokens, sample_at)
+    res = iterations.run(first)
     if phase == "prefill":
-        res = iterations.run([Sequence(prompt_len, past)] * batch, "prefill")
         return _single(head, res, _phase(res, batch * prompt_len), tokens_processed=batch * prompt_len,
                        tokens_generated=0, ttft_s=res.seconds)
     if phase == "decode":
-        ctx = int(context_len) if context_len is not None else prompt_len
-        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
-        res = iterations.run([seq] * batch, "decode" if not draft_tokens else f"verify {draft_tokens}")
-        tokens = batch * seq.new_tokens
+        tokens = first.new_tokens
         return _single(head, res, _phase(res, tokens), tokens_processed=tokens, tokens_generated=tokens,
                        tpot_s=res.seconds)
     # generate: prefill + new_tokens decode steps
-    pre = iterations.run([Sequence(prompt_len, past)] * batch, "prefill")
-    sampled = _sampled_decode_steps(iterations, batch, past + prompt_len, new_tokens, progress)
-    return _generation(head, pre, sampled, batch, prompt_len, new_tokens, chips=tensor_parallel * pipeline_parallel)
+    sampled = _sampled_decode_steps(iterations, dict(zip(sample_at, decode_steps)), new_tokens, progress)
+    return _generation(head, res, sampled, batch, prompt_len, new_tokens, chips=tensor_parallel * pipeline_parallel)
 
 
 def _check_run_args(chip: ChipSpec, spec: ModelSpec, phase: str, batch: int, prompt_len: int | None, context_len: int | None,
                     new_tokens: int, draft_tokens: int, attention: str | None) -> tuple[int, str]:
     """Refuse a bad phase, count or attention lowering; returns ``prompt_len`` and
     ``attention`` with their defaults filled in."""
-    if phase not in ("prefill", "decode", "generate"):
+    if phase not in RUN_PHASES:
         raise WorkloadError(f"phase must be prefill, decode or generate, got {phase!r}")
     if prompt_len is None:
         prompt_len = default_prompt_len(spec, phase, new_tokens, draft_tokens, context_len)
@@ -311,8 +301,9 @@ class _Iterations:
     stack: StackSpec
     progress: bool
 
-    def run(self, seqs: list[Sequence], label: str) -> IterationResult:
-        trace = build_iteration(self.spec, Iteration(tuple(seqs), label=label), precision=self.precision,
+    def run(self, iteration: Iteration) -> IterationResult:
+        label = iteration.label
+        trace = build_iteration(self.spec, iteration, precision=self.precision,
                                 attention=self.attention, parallel=self.parallel)
         res = run_trace(self.chip, trace, self.options, label=label, dtype=self.dtype, progress=self.progress,
                         stack=self.stack)
@@ -321,15 +312,18 @@ class _Iterations:
         return res
 
 
-def _sampled_decode_steps(iterations: _Iterations, batch: int, start: int, steps: int,
-                          progress: bool) -> dict[int, IterationResult]:
-    """Simulate the decode steps a generation samples (all of them up to
-    :data:`GENERATION_SAMPLES`, else that many spread evenly, first and last included),
-    keyed by step index; step s runs behind ``start + s`` cached tokens."""
+def _decode_sample_steps(steps: int) -> list[int]:
+    """The decode steps a generation of ``steps`` steps simulates: all of them up to
+    :data:`GENERATION_SAMPLES`, else that many spread evenly, first and last included."""
     if steps <= GENERATION_SAMPLES:
-        sample_at = list(range(steps))
-    else:
-        sample_at = sorted({round(i * (steps - 1) / (GENERATION_SAMPLES - 1)) for i in range(GENERATION_SAMPLES)})
+        return list(range(steps))
+    return sorted({round(i * (steps - 1) / (GENERATION_SAMPLES - 1)) for i in range(GENERATION_SAMPLES)})
+
+
+def _sampled_decode_steps(iterations: _Iterations, samples: dict[int, Iteration], steps: int,
+                          progress: bool) -> dict[int, IterationResult]:
+    """Simulate the decode steps a generation of ``steps`` steps samples (``samples``: each
+    sampled step's index and iteration), keyed by step index."""
     sampled: dict[int, IterationResult] = {}
     bar = None
     if progress:
@@ -340,8 +334,8 @@ def _sampled_decode_steps(iterations: _Iterations, batch: int, start: int, steps
         bar = tqdm(total=steps, desc="decode steps", unit="step", file=sys.stderr,
                    mininterval=0.5 if sys.stderr.isatty() else 10.0)
     done = 0
-    for s in sample_at:
-        sampled[s] = iterations.run([Sequence(1, start + s)] * batch, f"decode@{start + s}")
+    for s, iteration in samples.items():
+        sampled[s] = iterations.run(iteration)
         if bar is not None:
             bar.update(s + 1 - done)
             done = s + 1

@@ -32,6 +32,7 @@ from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at
 from sim.model.engine.dvfs import top_clock_mhz
 from sim.model.engine.run import result_mapping_key
 from sim.model.engine.simulate import simulate_op
+from sim.spec.chip import ChipSpec
 
 __all__ = ["HARNESS_TARGET_S", "HARNESS_MAX_REPS", "HARNESS_MIN_REPS", "HARNESS_MIN_REPS_LONG",
            "HARNESS_FLUSH_BYTES", "harness_repeats", "harness_clock"]
@@ -115,7 +116,7 @@ def unthrottled_repeats(phases: list[_Phase], idle_w: float, limit_w: float, win
     return started
 
 
-def _flush(chip):
+def _flush(chip: ChipSpec):
     """The flush read (a 256 MiB sum) on ``chip``: (seconds, watts)."""
     r = simulate_op(chip, VectorOp("l2_flush", "sum", elements=HARNESS_FLUSH_BYTES // 2, ops_per_element=1.0,
                                    read_bytes=HARNESS_FLUSH_BYTES, write_bytes=2))
@@ -154,13 +155,13 @@ class _Repeat:
         return (self.op_s * self.op_w + self.other_j) / (self.op_s + self.other_s)
 
 
-def _repeat(chip, kernels: list) -> _Repeat:
+def _repeat(chip: ChipSpec, kernels: list) -> _Repeat:
     results = [simulate_op(chip, op, opts) for op, opts in kernels]
     flush_s, flush_w = _flush(chip)
     return _Repeat(results, flush_s, flush_w, _sleep_s(HARNESS_CHUNK) / HARNESS_CHUNK, chip.power.idle_w)
 
 
-def harness_clock(chip, kernels_of) -> tuple[object, list]:
+def harness_clock(chip: ChipSpec, kernels_of) -> tuple[object, list]:
     """(chip at the clock the harness's median repeat ran at, with DVFS off; the case's
     kernels as priced there) for a chip with DVFS and a power-averaging window; ``chip`` and
     ``kernels_of(chip)`` unchanged otherwise.  ``kernels_of(chip)`` lists the case's

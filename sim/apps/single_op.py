@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable
 
 from sim.apps.inference import default_dtype
@@ -16,6 +17,7 @@ from sim.ir.results import OpResult, results_dataframe
 from sim.model.engine.lower import Options
 from sim.model.engine.run import clear_cache
 from sim.model.engine.simulate import simulate_op
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import RATE_CLASSES
 from sim.spec.loader import parse_yaml_text, read_text_checked, validate
 from sim.spec.model_spec import ModelSpec
@@ -23,7 +25,7 @@ from sim.spec.registry import load_chip
 from sim.spec.registry import load_chip as _lc
 
 
-def _chip(chip, overrides=None):
+def _chip(chip: ChipSpec | str | os.PathLike[str], overrides=None):
     if isinstance(chip, str) or hasattr(chip, "__fspath__"):
         return load_chip(chip, overrides=overrides)
     if overrides:
@@ -40,7 +42,7 @@ MAX_OP_MACS = 10 ** 17
 MAX_CORES = 16_384
 
 
-def check_limits(chip, op=None) -> None:
+def check_limits(chip: ChipSpec, op=None) -> None:
     """Refuse, with a clear :class:`~sim.errors.ShapeError`, a chip with more than
     :data:`MAX_CORES` cores or an op of more than :data:`MAX_OP_MACS` multiply-accumulates."""
     cores = chip.cores.count
@@ -55,7 +57,8 @@ def check_limits(chip, op=None) -> None:
                          f"{MAX_OP_MACS:.0e} for one op")
 
 
-def simulate(chip, op, *, dataflow: str | None = None, memory: str = "modeled", array: str | None = None,
+def simulate(chip: ChipSpec | str, op, *, dataflow: str | None = None, memory: str = "modeled",
+             array: str | None = None,
              row_length: int | None = None, overrides: Iterable[str] | None = None,
              fidelity: str = "high") -> OpResult:
     """Simulate one op (Gemm, Conv2d, Attention, VectorOp, Copy, Collective) on a chip
@@ -67,7 +70,7 @@ def simulate(chip, op, *, dataflow: str | None = None, memory: str = "modeled", 
                                          fidelity=fidelity))
 
 
-def simulate_gemm(chip, m: int, k: int, n: int, *, count: int = 1, dtype: str | None = None,
+def simulate_gemm(chip: ChipSpec | str, m: int, k: int, n: int, *, count: int = 1, dtype: str | None = None,
                   weight_dtype: str | None = None, sparsity: str | None = None, dataflow: str | None = None,
                   memory: str = "modeled", array: str | None = None, row_length: int | None = None,
                   overrides: Iterable[str] | None = None, name: str = "gemm", fidelity: str = "high") -> OpResult:
@@ -86,7 +89,7 @@ def simulate_gemm(chip, m: int, k: int, n: int, *, count: int = 1, dtype: str | 
 # --------------------------------------------------------------------------- a chip's summary
 
 
-def chip_summary(chip) -> dict:
+def chip_summary(chip: ChipSpec | str) -> dict:
     """A chip's headline numbers as plain data (what ``sim show CHIP`` prints): clock,
     cores, arrays, every memory level (capacity, bandwidth), and per number-format rate
     class the peak FLOP/s (dense and 2:4), the class it really runs as, and the ridge point

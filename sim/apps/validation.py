@@ -35,6 +35,7 @@ from sim.model.workload.llm import (VECTOR_OPS_PER_ELEMENT, Iteration, Paralleli
                                     build_iteration)
 from sim.model.workload.models import load_model_spec
 from sim.spec import catalog
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
 from sim.spec.model_spec import ModelSpec
 from sim.spec.registry import load_chip
@@ -113,7 +114,7 @@ def _sdpa_ops(op):
     return [(kop, Kernel(kop, **lib).options(Options())) for kop, lib in kernels(op, _EAGER)]
 
 
-def case_kernels(chip, case: Case) -> list:
+def case_kernels(chip: ChipSpec, case: Case) -> list:
     """The kernels a case is priced by: ``[(op, Options), ...]``, through the chip's stack
     (:mod:`sim.model.stacks`) - the lowering ``sim run`` uses for the same ops."""
     stack = chip_stack(chip)
@@ -185,7 +186,7 @@ def model_sequences(case: Case):
     return seqs
 
 
-def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
+def predict_model(chip: ChipSpec, case: Case, with_ops: bool = False) -> dict[str, Any]:
     """A ``model`` case through the path ``sim run`` takes: prefill and decode steps are
     :func:`sim.apps.inference.run_llm` itself; a mixed iteration is the same steps run_llm takes for
     one iteration (its precision, fit check, :func:`~sim.model.workload.llm.build_iteration` with the
@@ -226,7 +227,7 @@ def predict_model(chip, case: Case, with_ops: bool = False) -> dict[str, Any]:
     return out
 
 
-def predict(chip, case: Case) -> dict[str, Any]:
+def predict(chip: ChipSpec, case: Case) -> dict[str, Any]:
     """Predicted milliseconds of one case on ``chip`` and the ops behind it (a kernel case at
     the clock the harness's median repeat ran at: :func:`sim.apps.kernel_harness.harness_clock`)."""
     if case.kind == "model":
@@ -248,7 +249,7 @@ def predict(chip, case: Case) -> dict[str, Any]:
     return {"predicted_ms": pred_ms, "kernels": kernels, "bound": _most_common(bounds)}
 
 
-def _predict_row(chip, c: Case) -> dict[str, Any]:
+def _predict_row(chip: ChipSpec, c: Case) -> dict[str, Any]:
     row = {"line": c.line, "kind": c.kind, "dtype": c.dtype, **c.attrs, **{k: int(v) for k, v in c.values.items()},
            "measured_ms": c.measured_ms}
     t0 = time.perf_counter()
@@ -268,7 +269,7 @@ def _predict_row(chip, c: Case) -> dict[str, Any]:
 _WORKER_CHIP = None
 
 
-def _worker_init(chip) -> None:
+def _worker_init(chip: ChipSpec) -> None:
     global _WORKER_CHIP
     _WORKER_CHIP = chip
 
@@ -285,7 +286,7 @@ def _json_value(v):
     raise TypeError(f"cannot store {type(v).__name__} in a checkpoint")
 
 
-def _checkpoint_header(chip, cases_path: Path) -> dict[str, Any]:
+def _checkpoint_header(chip: ChipSpec, cases_path: Path) -> dict[str, Any]:
     """What a checkpoint's rows were predicted for: the chip as validated (every override
     included) and the case file's bytes."""
     import hashlib
@@ -337,7 +338,7 @@ def _read_checkpoint(path: Path, header: dict[str, Any], cases: list[Case]) -> d
     return done
 
 
-def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1,
+def validate(chip: ChipSpec | str | Path, cases_path: str | Path, progress: bool = True, jobs: int = 1,
              checkpoint: str | Path | None = None):
     """Predict every case; return a DataFrame with measured, predicted and signed error (%).
 
@@ -406,7 +407,7 @@ def validate(chip, cases_path: str | Path, progress: bool = True, jobs: int = 1,
     return pd.DataFrame([done[c.line] for c in cases])
 
 
-def _predict_on_pool(chip, todo: list, jobs: int, finished) -> None:
+def _predict_on_pool(chip: ChipSpec, todo: list, jobs: int, finished) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 

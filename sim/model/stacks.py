@@ -19,8 +19,8 @@ users run.  What differs between stacks is data, a profile in ``stacks/*.yaml``
 
 A chip names its default (``software_stack`` in its file; ``ideal`` when absent); ``--stack``
 (CLI, sweeps) and ``stack=`` (Python) choose another.  Profiles are found like chips
-(:mod:`sim.spec.catalog`: ``$SIM_STACK_DIR`` replaces the shipped folder, ``~/.config/sim/stacks``
-adds to it).
+(:mod:`sim.spec.catalog`: the folders ``$SIM_STACK_DIR`` names and ``~/.config/sim/stacks`` are
+searched before the shipped folder).
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from typing import Iterable, Union
 
 from sim.errors import ConfigError, ConfigProblem, MappingError, StackProfileError, UnknownNameError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
 from sim.spec.stack_catalog import DEFAULT_STACK, line_in, list_stacks, load_stack, stack_array_problems
 from sim.spec.stack_spec import EXPRESSION_BINOPS, StackSpec, StepKernel
@@ -66,7 +67,7 @@ class Kernel:
                                    stream=base.stream or self.stream, row_work=base.row_work or self.row_work)
 
 
-def chip_stack(chip, stack: Union[str, Path, StackSpec, None] = None) -> StackSpec:
+def chip_stack(chip: ChipSpec, stack: Union[str, Path, StackSpec, None] = None) -> StackSpec:
     """The stack to lower with on ``chip``: ``stack`` if given, else the chip's default;
     every array the profile names must be one of the chip's (else a ConfigError naming the
     profile's file, line and key)."""

@@ -3,16 +3,23 @@
 The source of truth is the repository's top-level folders ``arch_configs/``,
 ``dataflows/``, ``workloads/`` and ``stacks/``.  A built wheel carries copies of them inside the
 package, under ``sim/data/<folder>`` (setup.py's ``build_py`` copies them), so an
-installed simulator finds its chips without the repository.  Lookup order for a name:
+installed simulator finds its chips without the repository.
 
-1. ``$SIM_ARCH_DIR`` / ``$SIM_DATAFLOW_DIR`` / ``$SIM_WORKLOAD_DIR`` / ``$SIM_STACK_DIR`` when set: it
-   *replaces* the shipped folder (a test or a private catalogue sees only its own files);
-2. otherwise the shipped folder: ``sim/data/<folder>`` inside an installed package, or
-   the repository's ``<folder>`` in a source checkout (editable install);
-3. then the user folder ``$SIM_USER_DIR/<folder>`` (default ``~/.config/sim/<folder>``),
-   when it exists: a user's own chips are found by name without copying the package's.
+The user's folders are extra search paths, searched before the shipped one, so that a user file
+of a shipped name overrides it and every other shipped file is still found.  Lookup order
+for a name, first match wins:
 
-Only the standard library is used here: this module sits at the bottom of the layers.
+1. the folders named by ``$SIM_ARCH_DIR`` / ``$SIM_DATAFLOW_DIR`` / ``$SIM_WORKLOAD_DIR`` /
+   ``$SIM_STACK_DIR`` when set (one folder, or several separated by ``os.pathsep``, in order;
+   a folder named there that does not exist is a :class:`~sim.errors.ConfigError`, not a
+   silently empty catalogue);
+2. the user folder ``$SIM_USER_DIR/<folder>`` (default ``~/.config/sim/<folder>``), when it exists;
+3. the shipped folder: ``sim/data/<folder>`` inside an installed package, or the repository's
+   ``<folder>`` in a source checkout (editable install).
+
+Listings (:func:`names`) are the union of all of them, so an unknown-name error lists every file
+registered.  Only the standard library and :mod:`sim.errors` are used here: this module sits at the
+bottom of the layers.
 """
 from __future__ import annotations
 
@@ -21,7 +28,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["DataKind", "KINDS", "USER_DIR_ENV", "primary_dir", "search_dirs", "shipped_dir", "user_dir",
+from sim.errors import ConfigError, ConfigProblem
+
+__all__ = ["DataKind", "KINDS", "USER_DIR_ENV", "env_dirs", "search_dirs", "shipped_dir", "user_dir",
            "find", "names"]
 
 #: environment variable naming the user folder (holding ``arch_configs/`` etc.)
@@ -31,17 +40,19 @@ _SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True)
 class DataKind:
-    """One kind of data file: its folder name and the variable that replaces the folder."""
+    """One kind of data file: its folder name, the variable naming extra folders of it, and what
+    one file is called in messages."""
 
     folder: str
     env_var: str
+    noun: str
 
 
 KINDS: dict[str, DataKind] = {
-    "chips": DataKind("arch_configs", "SIM_ARCH_DIR"),
-    "dataflows": DataKind("dataflows", "SIM_DATAFLOW_DIR"),
-    "models": DataKind("workloads", "SIM_WORKLOAD_DIR"),
-    "stacks": DataKind("stacks", "SIM_STACK_DIR"),
+    "chips": DataKind("arch_configs", "SIM_ARCH_DIR", "chip"),
+    "dataflows": DataKind("dataflows", "SIM_DATAFLOW_DIR", "dataflow"),
+    "models": DataKind("workloads", "SIM_WORKLOAD_DIR", "model"),
+    "stacks": DataKind("stacks", "SIM_STACK_DIR", "stack"),
 }
 
 
@@ -68,20 +79,27 @@ def user_dir(kind: str) -> Path:
     return root / _kind(kind).folder
 
 
-def primary_dir(kind: str) -> Path:
-    """``$SIM_*_DIR`` when set (it replaces the shipped folder), else :func:`shipped_dir`."""
-    env = os.environ.get(_kind(kind).env_var)
-    if env:
-        return Path(env).expanduser()
-    return shipped_dir(kind)
+def env_dirs(kind: str) -> list[Path]:
+    """The folders ``$SIM_*_DIR`` names for ``kind`` (several separated by ``os.pathsep``), in
+    order; none when it is unset or empty.  Raises :class:`ConfigError` for one that is not a
+    folder: a mistyped path would otherwise only show as a missing name."""
+    data = _kind(kind)
+    dirs = [Path(part).expanduser() for part in os.environ.get(data.env_var, "").split(os.pathsep) if part]
+    for folder in dirs:
+        if not folder.is_dir():
+            raise ConfigError(ConfigProblem(str(folder), 0, "", f"{data.noun} folder not found (named by "
+                                                                f"{data.env_var})"))
+    return dirs
 
 
 def search_dirs(kind: str) -> list[Path]:
-    """Folders searched for a name, first match wins: the primary folder, then the user folder."""
-    dirs = [primary_dir(kind)]
+    """Folders searched for a name, first match wins: the ``$SIM_*_DIR`` folders, the user
+    folder (when it exists), then the shipped folder; each once."""
+    dirs: list[Path] = []
     extra = user_dir(kind)
-    if extra.is_dir() and extra not in dirs:
-        dirs.append(extra)
+    for folder in [*env_dirs(kind), *([extra] if extra.is_dir() else []), shipped_dir(kind)]:
+        if folder not in dirs:
+            dirs.append(folder)
     return dirs
 
 

@@ -32,9 +32,9 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, PrivateAttr, Strict, model_validator
 
-from sim.errors import MappingError, UnknownNameError
+from sim.errors import MappingError, SimError, UnknownNameError
 from sim.spec.compute_spec import DATAFLOWS, ArraySpec, CoresSpec, Dataflow, VectorUnitSpec
-from sim.spec.dtypes import RATE_CLASSES
+from sim.spec.dtypes import RATE_CLASSES, get_format
 from sim.spec.mapping_spec import KernelSpec, MappingSpec, kernel_entry
 from sim.spec.memory_spec import DramLevel, MemoryLevel, MemorySpec, RegistersLevel, SramLevel, SramPartition
 from sim.spec.spec_base import (EnergyPj, FileSafeName, Flag, Name, NodeNm, RateClass, _int, _num, _rule_errors, _Spec,
@@ -311,6 +311,19 @@ class ChipSpec(_Spec):
     def peak_flops(self, rate_class: str, sparse: bool = False) -> float:
         """Peak FLOP/s (2 per MAC) for ``rate_class``; see :meth:`peak_macs_per_cycle`."""
         return 2.0 * self.peak_macs_per_cycle(rate_class, sparse) * self.clock_hz
+
+    def dtype_peak_flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s for a run whose activations are in ``dtype`` (a number format
+        name): the MFU denominator of ``sim run``, sweeps and serving.
+
+        It is :meth:`peak_flops` of the format's rate class; where the format is unknown or
+        no array can run its class, it is the chip's highest dense peak over every class its
+        arrays have, so that a run still reports an MFU (against the best the chip can do).
+        """
+        try:
+            return self.peak_flops(get_format(dtype).rate_class)
+        except SimError:
+            return max(self.peak_flops(c) for a in self.cores.arrays for c in a.macs_per_pe_per_cycle)
 
     @property
     def dram_peak_bytes_per_s(self) -> float:

@@ -1,8 +1,8 @@
 """Finding and loading chip files.
 
-Chips ship with the package (the repository's ``arch_configs/`` folder; see
-:mod:`sim.spec.catalog` for the search order: ``$SIM_ARCH_DIR`` replaces it, a user folder
-``~/.config/sim/arch_configs`` adds to it).  Anything that takes a chip accepts either a
+Chips ship with the package (the repository's ``arch_configs/`` folder); the folders named by
+``$SIM_ARCH_DIR`` and the user folder ``~/.config/sim/arch_configs`` add to it and are searched
+first, so a user chip of a shipped name overrides it (:mod:`sim.spec.catalog`).  Anything that takes a chip accepts either a
 name (``"tpu_v1"``) or a path to a YAML file; an unknown name raises
 :class:`~sim.errors.UnknownNameError` listing the available chips.
 """
@@ -20,7 +20,7 @@ from sim.spec.stack_catalog import chip_stack_problems
 
 __all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "looks_like_path"]
 
-#: environment variable that replaces the shipped ``arch_configs/`` folder
+#: environment variable naming extra chip folders, searched before the shipped ``arch_configs/``
 ARCH_DIR_ENV = catalog.KINDS["chips"].env_var
 _SUFFIXES = (".yaml", ".yml")
 
@@ -29,12 +29,14 @@ Overrides = Union[Mapping[str, Any], Sequence[str], None]
 
 
 def chips_dir() -> Path:
-    """The folder holding chip files: ``$SIM_ARCH_DIR`` or the shipped ``arch_configs/``."""
-    return catalog.primary_dir("chips")
+    """The shipped folder of chip files (``arch_configs/``); names are also looked up in
+    ``$SIM_ARCH_DIR`` and the user folder first (:func:`sim.spec.catalog.search_dirs`)."""
+    return catalog.shipped_dir("chips")
 
 
 def list_chips() -> list[str]:
-    """Names (file stems) of the chips in :func:`chips_dir` and the user folder, sorted."""
+    """Names (file stems) of the chips in every searched folder (``$SIM_ARCH_DIR``, the user
+    folder, :func:`chips_dir`), sorted."""
     return catalog.names("chips")
 
 
@@ -44,7 +46,8 @@ def looks_like_path(text: str) -> bool:
 
 
 def resolve_chip_path(name_or_path: PathLike) -> Path:
-    """A chip name from :func:`chips_dir` or a path -> the file's path.
+    """A chip name (looked up in ``$SIM_ARCH_DIR``, the user folder, then :func:`chips_dir`) or a
+    path -> the file's path.
 
     An existing file is returned as is; text that looks like a path (has a ``.yaml``
     suffix or a directory separator) is returned even when missing, so that loading it

@@ -1,8 +1,8 @@
 """Finding and reading stack profiles (``stacks/*.yaml``, :class:`~sim.spec.stack_spec.StackSpec`),
 and checking the one a chip names against that chip.
 
-Profiles are found like chips (:mod:`sim.spec.catalog`: ``$SIM_STACK_DIR`` replaces the shipped
-folder, ``~/.config/sim/stacks`` adds to it).  The lowering that uses them is
+Profiles are found like chips (:mod:`sim.spec.catalog`: the folders ``$SIM_STACK_DIR`` names and
+``~/.config/sim/stacks`` are searched before the shipped folder, whose profiles are still found).  The lowering that uses them is
 :mod:`sim.model.stacks` (which re-exports these names).  :func:`chip_stack_problems` is the one
 check of a chip's ``software_stack`` - in its file or given by ``--set software_stack=...`` -
 that :func:`sim.spec.registry.load_chip` (every command that loads a chip) and ``sim check`` make.

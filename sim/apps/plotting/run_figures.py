@@ -10,9 +10,10 @@ import numpy as np
 from sim.apps.plotting.style import (_COMPONENT_COLORS, _KIND_COLORS, _LEVEL_PALETTE, _energy_unit, _get, _plt, _save,
                                      _time_unit)
 from sim.model.cost.energy import op_energy_components_pj
+from sim.spec.chip import ChipSpec
 
 
-def roofline(results: Sequence, chip, path: str | Path, title: str | None = None,
+def roofline(results: Sequence, chip: ChipSpec, path: str | Path, title: str | None = None,
              rate_classes: Iterable[str] | None = None) -> Path:
     """Roofline of ``chip`` with each op of ``results`` placed by its arithmetic intensity
     (FLOP per simulated DRAM byte, `dram_intensity`) and achieved FLOP/s; marker area ∝ the op's share of time.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sim.errors import WorkloadError
 from sim.model.workload.llm import weight_bytes
+from sim.spec.chip import ChipSpec
 
 #: vLLM's default KV block size in tokens (vLLM engine arguments, ``--block-size`` = 16)
 DEFAULT_BLOCK_TOKENS = 16
@@ -24,7 +25,7 @@ DEFAULT_MEMORY_UTILISATION = 0.9
 WATERMARK = 0.01
 
 
-def kv_capacity(chip, model, precision, parallel, memory_utilisation: float = DEFAULT_MEMORY_UTILISATION,
+def kv_capacity(chip: ChipSpec, model, precision, parallel, memory_utilisation: float = DEFAULT_MEMORY_UTILISATION,
                 block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict:
     """Blocks of KV cache one replica holds: its chips' memory × utilisation minus the weights
     (as :func:`sim.apps.inference.check_fit` counts them), divided by the bytes of one block."""

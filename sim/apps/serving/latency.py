@@ -56,6 +56,7 @@ from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.varlen_attention import varlen_prefill
 from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
+from sim.spec.chip import ChipSpec
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
@@ -167,7 +168,7 @@ def clear_memory_cache() -> None:
 class LatencyModel:
     """Iteration costs of one deployment (a chip or a TP/PP group of chips running one model)."""
 
-    def __init__(self, chip, model, precision: Precision = Precision(), attention: str | None = None,
+    def __init__(self, chip: ChipSpec, model, precision: Precision = Precision(), attention: str | None = None,
                  parallel: Parallelism = Parallelism(), options: Options | None = None,
                  cache_dir: str | Path | None | bool = None, stack=None):
         self.chip, self.model, self.precision = chip, model, precision

@@ -28,6 +28,7 @@ import numpy as np
 from sim.apps.serving.simulator import serve
 from sim.apps.serving.workload import Request
 from sim.errors import WorkloadError
+from sim.spec.chip import ChipSpec
 
 __all__ = ["MeasuredRun", "read_run", "loop_policy", "LOOP_STACKS", "replay", "predict_iterations", "METRICS", "PERCENTILES"]
 
@@ -113,7 +114,7 @@ def _pct(x: np.ndarray, p: float) -> float:
     return float(np.percentile(x, p)) if len(x) else float("nan")
 
 
-def replay(chip, model, run: MeasuredRun, rates=None, progress: bool = False, **overrides) -> dict:
+def replay(chip: ChipSpec | str, model, run: MeasuredRun, rates=None, progress: bool = False, **overrides) -> dict:
     """Each rate's measured requests through ``serve`` (the loop's policy, then ``overrides``):
     ``{rate: {"requests", "finished_measured", "finished_sim", "<m>_p<q>_measured_s",
     "<m>_p<q>_sim_s", "<m>_p<q>_rel_error", ...}}`` for m in :data:`METRICS`, q in

@@ -10,6 +10,7 @@ import itertools
 from sim.apps.serving.simulator import ServeConfig, _requests, serve
 from sim.errors import UnknownNameError, WorkloadError
 from sim.model.workload.models import load_model_spec
+from sim.spec.chip import ChipSpec
 
 #: what a search reports per candidate (summary keys)
 COLUMNS = ("finished", "unfinished", "dropped", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",
@@ -27,7 +28,8 @@ def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
     return out
 
 
-def search(chip, model, grid: dict, *, slos: dict | None = None, min_attainment: float = 0.9, requests=None,
+def search(chip: ChipSpec | str, model, grid: dict, *, slos: dict | None = None, min_attainment: float = 0.9,
+           requests=None,
            progress: bool = False, model_set=None, **fixed):
     """Simulate every combination of ``grid`` (``{"replicas": [1, 2], "tensor_parallel": [1, 2],
     "scheduler": ["continuous", "chunked_prefill"], "token_budget": [512, 2048]}``) with the

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sim.apps.inference import _peak_flops, default_dtype, run_precision
+from sim.apps.inference import default_dtype, run_precision
 from sim.apps.serving.events import ITERATION_COLUMNS, TIMELINE_COLUMNS, EventLoop, Pools, Replica
 from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
 from sim.apps.serving.latency import GRAPH_POLICIES, LatencyModel
@@ -154,7 +154,7 @@ def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
                     prefix_groups=cfg.prefix_groups, prefix_tokens=cfg.prefix_tokens, seed=cfg.seed)
 
 
-def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingResult:
+def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwargs) -> ServingResult:
     """Simulate serving ``model`` on replicas of ``chip``; returns a :class:`ServingResult`.
 
     ``model_set`` edits the model first, as ``run_llm(model_set=...)`` and ``--model-set``
@@ -206,7 +206,7 @@ def serve(chip, model, requests=None, *, model_set=None, **kwargs) -> ServingRes
     if models.speculative:
         extra["speculative_expected_tokens_per_step"] = models.speculative.expected_tokens_per_step()
     summary = summarise(req_df, it_df, tl_df, slos=slos, chips=parallel.tensor * parallel.pipeline * len(replicas),
-                        peak_flops=_peak_flops(chip, dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+                        peak_flops=chip.dtype_peak_flops(dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
                         price_per_chip_hour=cfg.price_per_chip_hour, end_s=end_s, kv_stats=_kv_stats(replicas),
                         extra=extra)
     conf = asdict(cfg)

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from sim.apps.energy_report import llm_energy_components_j
-from sim.apps.inference import _peak_flops, run_llm
+from sim.apps.inference import run_llm
 from sim.apps.serving.simulator import serve
 from sim.apps.single_op import check_limits, simulate_gemm
 from sim.apps.sweep.spec import SERVING_METRICS, LengthSpec
@@ -36,7 +36,7 @@ def _f(v: Any) -> float:
         return float("nan")
 
 
-def _llm(chip, model, wl: dict) -> dict[str, float]:
+def _llm(chip: ChipSpec, model, wl: dict) -> dict[str, float]:
     """A sweep row's metrics, read from the run's typed fields (:class:`~sim.apps.results.LlmRun`)."""
     kw = dict(phase=wl["phase"], batch=wl["batch"], prompt_len=wl["prompt_len"], context_len=wl["context_len"],
               new_tokens=wl["new_tokens"], draft_tokens=wl["draft_tokens"], dtype=wl["dtype"],
@@ -54,7 +54,7 @@ def _llm(chip, model, wl: dict) -> dict[str, float]:
     # the design question is what this chip's buffers and bandwidth make of the op, so
     # sweeps count the class under the simulated traffic, not the op's textbook class
     mem = sum(o["total_seconds"] for o in ops if o.get("traffic_bound") == "memory")
-    peak = _peak_flops(chip, wl["dtype"])
+    peak = chip.dtype_peak_flops(wl["dtype"])
     out = {
         "seconds": float(res.seconds), "ttft_s": _f(res.ttft_s), "tpot_s": _f(res.tpot_s),
         "tokens_per_s": float(res.tokens_per_s), "decode_tokens_per_s": _f(res.decode_tokens_per_s),
@@ -79,7 +79,7 @@ def _length(v):
     return v if isinstance(v, int) else LengthSpec.model_validate(v).dist()
 
 
-def _serving(chip, model, wl: dict, draft) -> dict[str, float]:
+def _serving(chip: ChipSpec, model, wl: dict, draft) -> dict[str, float]:
     """A serving point: :func:`sim.apps.serving.serve` with the workload's options; the row is
     its summary (latency percentiles over finished requests, throughput, goodput, KV use...)."""
     slos = {}
@@ -113,14 +113,14 @@ def _serving(chip, model, wl: dict, draft) -> dict[str, float]:
     return out
 
 
-def _gemm(chip, wl: dict) -> dict[str, float]:
+def _gemm(chip: ChipSpec, wl: dict) -> dict[str, float]:
     r = simulate_gemm(chip, m=wl["m"], k=wl["k"], n=wl["n"], count=wl["count"], dtype=wl["dtype"],
                       weight_dtype=wl["weight_dtype"], sparsity=wl["sparsity"], dataflow=wl["dataflow"],
                       memory=wl["memory"], row_length=wl["row_length"], fidelity=wl.get("fidelity", "high"))
     out = {"seconds": r.seconds, "cycles": r.cycles, "utilization": r.utilization, "energy_j": r.energy_pj * 1e-12,
            "dram_bytes": r.dram_bytes, "arithmetic_intensity": r.arithmetic_intensity,
            "memory_bound_share": 1.0 if r.traffic_bound == "memory" else 0.0,
-           "peak_tflops": _peak_flops(chip, wl["dtype"]) / 1e12}
+           "peak_tflops": chip.dtype_peak_flops(wl["dtype"]) / 1e12}
     out.update(op_design_metrics(chip, r))
     return {k: _f(v) for k, v in out.items()}
 

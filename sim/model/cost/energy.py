@@ -39,6 +39,8 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from sim.spec.chip import ChipSpec
+
 REFERENCE_NODE_NM = 45.0
 
 #: pJ per MAC at 45 nm (multiply + accumulate), see module docstring
@@ -66,7 +68,7 @@ DEFAULT_MAC_UM2 = {"int8": 282 + 36, "fp16": 1640 + 1360, "bf16": 1640 * (8 / 11
 DEFAULT_SRAM_MM2_PER_MIB = 2.0
 
 
-def node_scale(chip) -> float:
+def node_scale(chip: ChipSpec) -> float:
     node = None
     if chip.energy is not None:
         node = chip.energy.technology_node_nm
@@ -108,13 +110,13 @@ def sram_pj_per_byte(capacity_bytes: float) -> float:
     return e / 8.0
 
 
-def mac_pj(chip, rate_class: str) -> float:
+def mac_pj(chip: ChipSpec, rate_class: str) -> float:
     if chip.energy is not None and rate_class in chip.energy.mac_pj:
         return float(chip.energy.mac_pj[rate_class])
     return DEFAULT_MAC_PJ.get(rate_class, DEFAULT_MAC_PJ["fp16"]) * node_scale(chip)
 
 
-def array_cycle_pj(chip, array_name) -> float:
+def array_cycle_pj(chip: ChipSpec, array_name) -> float:
     """Energy of one PE-cycle of an array's units beyond the arithmetic
     (``energy.array_pe_cycle_pj``; an array with ``same_units_as`` uses its base's; 0 when
     not given)."""
@@ -126,7 +128,7 @@ def array_cycle_pj(chip, array_name) -> float:
     return float(table.get(array_name, table.get(base, 0.0)))
 
 
-def mac_energy_pj(chip, rate_class: str, array_name, macs: float) -> float:
+def mac_energy_pj(chip: ChipSpec, rate_class: str, array_name, macs: float) -> float:
     """Energy of ``macs`` MACs of ``rate_class`` on the array ``array_name``: the arithmetic
     (:func:`mac_pj`) plus :func:`array_cycle_pj` per PE-cycle the units need for them at
     their own rate for the class (the base array's, for another path onto its units)."""
@@ -143,13 +145,13 @@ def mac_energy_pj(chip, rate_class: str, array_name, macs: float) -> float:
     return e
 
 
-def vector_op_pj(chip) -> float:
+def vector_op_pj(chip: ChipSpec) -> float:
     if chip.energy is not None and chip.energy.vector_op_pj is not None:
         return float(chip.energy.vector_op_pj)
     return DEFAULT_VECTOR_OP_PJ * node_scale(chip)
 
 
-def level_pj_per_byte(chip, level, write: bool = False) -> float:
+def level_pj_per_byte(chip: ChipSpec, level, write: bool = False) -> float:
     v = getattr(level, "write_energy_pj_per_byte" if write else "read_energy_pj_per_byte", None)
     if v is not None:
         return float(v)
@@ -166,12 +168,12 @@ def level_pj_per_byte(chip, level, write: bool = False) -> float:
     return DEFAULT_DRAM_PJ_PER_BYTE["DDR"]
 
 
-def noc_pj_per_byte(chip) -> float:
+def noc_pj_per_byte(chip: ChipSpec) -> float:
     v = chip.noc.energy_pj_per_byte
     return float(v) if v is not None else DEFAULT_NOC_PJ_PER_BYTE * node_scale(chip)
 
 
-def static_power_w(chip) -> float:
+def static_power_w(chip: ChipSpec) -> float:
     """Power drawn with no work: the ``power`` block's ``idle_w`` when the chip has one,
     else ``energy.static_power_w`` (0 when neither is given)."""
     if getattr(chip, "power", None) is not None:
@@ -179,7 +181,7 @@ def static_power_w(chip) -> float:
     return float(chip.energy.static_power_w) if chip.energy is not None else 0.0
 
 
-def static_energy_pj(chip, seconds: float) -> float:
+def static_energy_pj(chip: ChipSpec, seconds: float) -> float:
     return static_power_w(chip) * seconds * 1e12
 
 
@@ -187,7 +189,7 @@ def static_energy_pj(chip, seconds: float) -> float:
 FIXED_SUPPLY_COMPONENTS = ("static", "interconnect")
 
 
-def voltage_energy_factor(chip, clock_mhz: float | None = None) -> float:
+def voltage_energy_factor(chip: ChipSpec, clock_mhz: float | None = None) -> float:
     """(V(f) / V(boost))^2 at ``clock_mhz`` (default: the chip's clock): the factor on the
     dynamic energy of core-rail events, whose tables are at the boost-clock voltage
     (CMOS switching energy is C V^2 per transition).  1 for chips without a ``power`` block."""
@@ -198,13 +200,13 @@ def voltage_energy_factor(chip, clock_mhz: float | None = None) -> float:
     return v * v
 
 
-def is_core_rail(chip, component: str) -> bool:
+def is_core_rail(chip: ChipSpec, component: str) -> bool:
     """Whether an energy component is switched on the core supply (scaled with its
     voltage): everything but DRAM, off-chip links and static power."""
     return component not in FIXED_SUPPLY_COMPONENTS and component != chip.memory.dram.name and component != "total"
 
 
-def at_clock_voltage(chip, breakdown: dict) -> dict:
+def at_clock_voltage(chip: ChipSpec, breakdown: dict) -> dict:
     """An op's energy breakdown (tables at the boost voltage) at the voltage of the chip's
     clock: core-rail components times :func:`voltage_energy_factor`."""
     k = voltage_energy_factor(chip)
@@ -213,13 +215,13 @@ def at_clock_voltage(chip, breakdown: dict) -> dict:
     return {c: (v * k if is_core_rail(chip, c) else v) for c, v in breakdown.items()}
 
 
-def _own_arrays(chip) -> list:
+def _own_arrays(chip: ChipSpec) -> list:
     """The arrays that are hardware of their own (not another instruction path onto an
     array's units, ``same_units_as``): what area and PE counts add up."""
     return [a for a in chip.cores.arrays if not getattr(a, "same_units_as", None)]
 
 
-def chip_area_mm2(chip) -> dict:
+def chip_area_mm2(chip: ChipSpec) -> dict:
     """Area estimate: MAC units per rate class, SRAM, and any stated other area."""
     area = chip.area
     node = (area.technology_node_nm if area is not None and area.technology_node_nm else
@@ -256,7 +258,7 @@ def chip_area_mm2(chip) -> dict:
 NON_LEVEL_COMPONENTS = ("mac", "vector", "noc", "static")
 
 
-def area_report(chip) -> dict:
+def area_report(chip: ChipSpec) -> dict:
     """Area of a design point in mm² (MACs, SRAM, other, total) plus what it is built of:
     PEs, on-chip SRAM (MiB) and the per-unit areas used (µm² per MAC, mm² per MiB)."""
     a = chip_area_mm2(chip)
@@ -309,7 +311,7 @@ def tokens_of(result: dict) -> float:
     return float(s) * float(tps) if s and tps else 0.0
 
 
-def design_point_metrics(chip, result: dict, components_j: dict | None = None) -> dict:
+def design_point_metrics(chip: ChipSpec, result: dict, components_j: dict | None = None) -> dict:
     """Energy and area of one design point from an LLM run's result: power (W), tokens/s
     per W, tokens/s per mm², area, achieved TFLOP/s and (given ``components_j``) energy per
     token by component (``energy_per_token_j.<component>``) and per iteration
@@ -332,7 +334,7 @@ def design_point_metrics(chip, result: dict, components_j: dict | None = None) -
     return out
 
 
-def op_design_metrics(chip, r) -> dict:
+def op_design_metrics(chip: ChipSpec, r) -> dict:
     """Energy and area of one design point from a single op result (a GEMM sweep)."""
     out = area_report(chip)
     e = r.energy_pj * 1e-12

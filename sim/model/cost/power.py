@@ -39,6 +39,7 @@ import dataclasses
 import math
 
 import sim.model.cost.energy as E
+from sim.spec.chip import ChipSpec
 
 #: a clock whose power is within this fraction above the limit counts as fitting
 POWER_TOLERANCE = 1e-3
@@ -53,7 +54,7 @@ def op_power_w(result) -> float:
     return result.energy_pj * 1e-12 / result.seconds if result.seconds > 0 else 0.0
 
 
-def at_clock(chip, clock_mhz: float):
+def at_clock(chip: ChipSpec, clock_mhz: float):
     """The chip running at ``clock_mhz`` with DVFS off (one fixed clock for every op)."""
     return chip.model_copy(update={"clock_mhz": float(clock_mhz),
                                    "power": chip.power.model_copy(update={"dvfs": False})})
@@ -66,7 +67,8 @@ def _grid(pw, f: float) -> float:
     return max(pw.min_clock_mhz, pw.boost_clock_mhz - max(0, k) * step)
 
 
-def _predict(chip, res, f0: float, other_s: float = 0.0, other_j: float = 0.0, top_mhz: float | None = None) -> float:
+def _predict(chip: ChipSpec, res, f0: float, other_s: float = 0.0, other_j: float = 0.0,
+             top_mhz: float | None = None) -> float:
     """The highest clock up to ``top_mhz`` (default ``f0``) at which ``res`` (simulated at
     ``f0``; one result, or a list run back to back) would fit the limit if its duration went
     as 1/f, with ``other_s`` seconds and ``other_j`` joules beside it that do not depend on
@@ -97,12 +99,12 @@ def _predict(chip, res, f0: float, other_s: float = 0.0, other_j: float = 0.0, t
     return lo
 
 
-def op_clock_mhz(chip, result) -> float:
+def op_clock_mhz(chip: ChipSpec, result) -> float:
     """The clock an op result ran at (its DVFS clock, else the chip's)."""
     return float((result.details or {}).get("clock_mhz", chip.clock_mhz))
 
 
-def _mean_clock(clock_s: float, seconds: float, seen: list[float], chip) -> float:
+def _mean_clock(clock_s: float, seconds: float, seen: list[float], chip: ChipSpec) -> float:
     """The time-weighted mean clock, kept within the clocks the ops ran at (a sum of
     products can round a hair above its largest term)."""
     if seconds <= 0 or not seen:
@@ -110,7 +112,7 @@ def _mean_clock(clock_s: float, seconds: float, seen: list[float], chip) -> floa
     return min(max(clock_s / seconds, min(seen)), max(seen))
 
 
-def run_power(chip, results) -> dict:
+def run_power(chip: ChipSpec, results) -> dict:
     """Average power, energy and time-weighted clock of a sequence of op results run back
     to back (each with its ``repeat``): ``{'seconds', 'energy_j', 'power_w', 'clock_mhz',
     'tdp_w'}``."""

@@ -1,8 +1,9 @@
 """Find, load and cache the dataflows declared in ``dataflows/*.yaml``.
 
-The folder is the shipped ``dataflows/`` (the repository's, or the copy inside an
-installed package), or the folder named by the environment variable ``SIM_DATAFLOW_DIR``;
-a user folder ``~/.config/sim/dataflows`` adds to either (:mod:`sim.spec.catalog`).  Files are
+The folders are the shipped ``dataflows/`` (the repository's, or the copy inside an
+installed package) and, searched first, those named by the environment variable
+``SIM_DATAFLOW_DIR`` and the user folder ``~/.config/sim/dataflows`` (:mod:`sim.spec.catalog`):
+a user file of a shipped name overrides it.  Files are
 parsed through :mod:`sim.spec.loader`, so every error names the file, line and key.
 """
 from __future__ import annotations
@@ -29,32 +30,34 @@ _models: dict[tuple[Any, ...], Dataflow] = {}
 
 
 def dataflow_dir() -> Path:
-    """The folder the registry reads (``SIM_DATAFLOW_DIR`` replaces the shipped folder)."""
-    return catalog.primary_dir("dataflows")
+    """The shipped folder of dataflow files; ``SIM_DATAFLOW_DIR`` and the user folder are
+    searched before it (:func:`sim.spec.catalog.search_dirs`)."""
+    return catalog.shipped_dir("dataflows")
 
 
-_listings: dict[tuple[str, int], dict[str, Path]] = {}
+_listings: dict[tuple[tuple[str, int], ...], dict[str, Path]] = {}
+
+
+def _mtime_ns(folder: Path) -> int:
+    """The folder's modification time, ns; -1 when it is missing."""
+    try:
+        return folder.stat().st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _files() -> dict[str, Path]:
-    folder = dataflow_dir()
-    try:
-        mtime = folder.stat().st_mtime_ns
-    except OSError:
-        mtime = -1
-    if mtime < 0:
-        raise ConfigError(ConfigProblem(str(folder), 0, "",
-                                        f"dataflow folder not found (set {ENV_VAR} to use another)"))
-    key = (str(folder), mtime)
+    # a folder $SIM_DATAFLOW_DIR names that does not exist is an error here (catalog.env_dirs)
+    folders = catalog.search_dirs("dataflows")
+    # a listing is reused until a folder changes (a file added, removed or renamed)
+    key = tuple((str(folder), _mtime_ns(folder)) for folder in folders)
     with _lock:
         files = _listings.get(key)
     if files is None:
-        if not folder.is_dir():
-            raise ConfigError(ConfigProblem(str(folder), 0, "", f"not a folder (set {ENV_VAR} to use another)"))
         files = {}
-        for extra in reversed(catalog.search_dirs("dataflows")):  # the primary folder wins
-            if extra.is_dir():
-                files.update({p.stem: p for p in sorted(extra.glob("*.yaml"))})
+        for folder in reversed(folders):  # the first folder wins: a user file overrides a shipped one
+            if folder.is_dir():
+                files.update({p.stem: p for p in sorted(folder.glob("*.yaml"))})
         with _lock:
             _listings[key] = files
     return files

@@ -11,6 +11,7 @@ import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.lower import raster_group
 from sim.model.mapper.search import b_copies_group, block_ranges, footprint_bytes
+from sim.spec.chip import ChipSpec
 
 #: chip-level cache geometry in the engine: each set holds this many of the largest tiles
 #: (bytes are counted, so smaller tiles share a set's room), with at most this many ways
@@ -39,7 +40,7 @@ def operand_bases(prob: TileProblem) -> tuple[float, float, float, float]:
     return 0.0, base_b, base_c, base_c + _align(c_total)
 
 
-def kernel_arrays(chip, prob: TileProblem, mapping, ideal: bool, bases=None) -> dict:
+def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases=None) -> dict:
     """Everything :func:`sim.model.kernels.engine.run_tiled` reads, as NumPy arrays.
 
     ``bases`` fixes the operand addresses (a shortened copy of a problem keeps the full

@@ -21,9 +21,10 @@ from sim.model.engine.arrays import compute_table
 from sim.model.engine.kernel_run import KernelRun
 from sim.model.engine.residency import activation_operand_bytes
 from sim.model.mapper.search import Mapping
+from sim.spec.chip import ChipSpec
 
 
-def launch_cycles(chip, lowered: LoweredOp) -> float:
+def launch_cycles(chip: ChipSpec, lowered: LoweredOp) -> float:
     """Cycles a kernel pays beside its engine run: the runtime's launch overhead, and the
     kernel library's prologue for a kernel on an array."""
     launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
@@ -58,7 +59,7 @@ def compute_floor_cycles(prob: TileProblem, mapping: Mapping) -> float | None:
     return float(max(total / cores, -(-full_tiles // cores) * tile_cycles(0, 0)))
 
 
-def assemble_result(chip, op, prob: TileProblem, mapping: Mapping, lowered: LoweredOp, run: KernelRun,
+def assemble_result(chip: ChipSpec, op, prob: TileProblem, mapping: Mapping, lowered: LoweredOp, run: KernelRun,
                     ideal: bool) -> OpResult:
     """The result of ``op`` run as ``prob`` (``lowered.problem``, or its split-K copy) with
     ``mapping``: cycles with the launch overhead, bytes at every level, energy, roofline
@@ -138,7 +139,7 @@ def assemble_result(chip, op, prob: TileProblem, mapping: Mapping, lowered: Lowe
         dram_intensity=(flops / (dram_rd + dram_wr)) if (dram_rd + dram_wr) > 0 else float("inf"))
 
 
-def _peak_macs(chip, lowered: LoweredOnArray) -> float:
+def _peak_macs(chip: ChipSpec, lowered: LoweredOnArray) -> float:
     """Chip-wide MACs per cycle of the array the op ran on, in its rate class."""
     arr = next(a for a in chip.cores.arrays if a.name == lowered.array)
     rate = lowered.macs_per_pe_per_cycle
@@ -187,7 +188,7 @@ def _array_access_bytes(prob: TileProblem, mapping: Mapping, hist, ranges, lower
     return rd, wr, rf
 
 
-def _energy(chip, op, lowered: LoweredOp, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram_wr, rf_bytes,
+def _energy(chip: ChipSpec, op, lowered: LoweredOp, macs, flops, dram_rd, dram_wr, l2_hit, sram_rd, sram_wr, rf_bytes,
             seconds) -> dict:
     out: dict[str, float] = {}
     if macs and isinstance(lowered, LoweredOnArray) and lowered.rate_class:
@@ -253,7 +254,7 @@ def merge_results(a: OpResult, b: OpResult) -> OpResult:
         achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
-def stream_kernel_rate(chip, op: VectorOp, res: OpResult, rule) -> OpResult:
+def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule) -> OpResult:
     """A library's memory-bound kernel at its measured rate (a stack's StreamKernelRule):
     its body is the ideal stream's body over the rule's bandwidth fraction, but never
     shorter than the rule's floor for the op's row length; the launch overhead stays.
@@ -277,7 +278,7 @@ def stream_kernel_rate(chip, op: VectorOp, res: OpResult, rule) -> OpResult:
                                achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
-def gemm_row_work(chip, op, res: OpResult, rule) -> OpResult:
+def gemm_row_work(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
     """A weight-only GEMM kernel's per-row work on top of its engine time (a stack's
     RowWorkRule, e.g. tinygemm): ``m x k x n x count`` MACs at the rule's
     fraction of ``rule.array``'s peak rate, serial with the weight stream (the kernel's time

@@ -8,9 +8,10 @@ from sim.errors import MappingError
 from sim.ir.ops import Collective
 from sim.ir.results import OpResult
 from sim.model.engine.lower import Options
+from sim.spec.chip import ChipSpec
 
 
-def collective_seconds(chip, op: Collective) -> tuple[float, dict]:
+def collective_seconds(chip: ChipSpec, op: Collective) -> tuple[float, dict]:
     """Ring or tree collective over the chip's interconnect (alpha-beta model).
 
     Ring all-reduce moves 2(p-1)/p of the data through each link in 2(p-1) steps
@@ -39,7 +40,7 @@ def collective_seconds(chip, op: Collective) -> tuple[float, dict]:
     return steps * lat + moved / bw, {"steps": steps, "bytes_per_chip": moved}
 
 
-def collective_result(chip, op: Collective, options: Options) -> OpResult:
+def collective_result(chip: ChipSpec, op: Collective, options: Options) -> OpResult:
     """``op``'s result: its time from :func:`collective_seconds`, its energy per byte moved."""
     seconds, info = collective_seconds(chip, op)
     cycles = float(math.ceil(seconds * chip.clock_hz))

@@ -10,6 +10,7 @@ from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at
 from sim.model.engine.lower import Options
 from sim.model.engine.run import result_mapping_key
 from sim.model.engine.run import simulate_op_at_clock as simulate_op
+from sim.spec.chip import ChipSpec
 
 #: a throttled op keeps the mapping chosen at the chip's clock (when the mapper still offers
 #: it): a kernel library picks its kernel from the shape (cuBLAS's heuristic), a compiler its
@@ -23,7 +24,7 @@ REUSE_MAPPING = True
 __all__ = ["power_at", "top_clock_mhz", "dvfs_clock", "simulate_op_dvfs", "calibrate_array_cycle_pj"]
 
 
-def top_clock_mhz(chip) -> float:
+def top_clock_mhz(chip: ChipSpec) -> float:
     """The clock an op runs at when its power fits the limit: the chip's ``clock_mhz``, at most
     the boost clock.  Where ``clock_mhz`` is the boost clock (blackwell_b200) that is the
     boost clock; where it is a calibration of the rate short, unthrottled kernels reach
@@ -31,14 +32,14 @@ def top_clock_mhz(chip) -> float:
     return min(float(chip.clock_mhz), float(chip.power.boost_clock_mhz))
 
 
-def power_at(chip, op, options, clock_mhz: float):
+def power_at(chip: ChipSpec, op, options, clock_mhz: float):
     """(result, power W) of ``op`` simulated at ``clock_mhz``."""
 
     r = simulate_op(at_clock(chip, clock_mhz), op, options)
     return r, op_power_w(r)
 
 
-def dvfs_clock(chip, op, options=None):
+def dvfs_clock(chip: ChipSpec, op, options=None):
     """(clock MHz, result at that clock, power W, limited) for ``op`` under the chip's power
     limit: the chip's ``clock_mhz`` (its clock when the power allows it; at most the boost
     clock) when it fits, else the highest grid clock below it that does (the minimum clock,
@@ -85,7 +86,7 @@ def dvfs_clock(chip, op, options=None):
     return feasible[0], feasible[1], feasible[2], False
 
 
-def simulate_op_dvfs(chip, op, options=None):
+def simulate_op_dvfs(chip: ChipSpec, op, options=None):
     """``op`` at the clock its power allows (:func:`dvfs_clock`), as an :class:`OpResult`
     whose cycle counts are at the chip's ``clock_mhz`` and whose details say the clock."""
     f, r, p, limited = dvfs_clock(chip, op, options)
@@ -100,7 +101,7 @@ def simulate_op_dvfs(chip, op, options=None):
         roofline_cycles=r.roofline_cycles * scale, details=details)
 
 
-def calibrate_array_cycle_pj(chip, op, array: str, clock_mhz: float, power_w: float, flops_per_s: float,
+def calibrate_array_cycle_pj(chip: ChipSpec, op, array: str, clock_mhz: float, power_w: float, flops_per_s: float,
                              options=None) -> float:
     """The ``energy.array_pe_cycle_pj`` of ``array`` that makes the modelled power of ``op``
     run back to back at ``clock_mhz`` equal a measured ``power_w`` at a measured rate

@@ -17,6 +17,7 @@ from sim.model.engine.arrays import operand_bases
 from sim.model.engine.kernel_run import KernelRun, Probe, run_kernel, run_kernel_probed
 from sim.model.engine.lower import FIDELITY, raster_group
 from sim.model.mapper.search import Mapping, footprint_bytes
+from sim.spec.chip import ChipSpec
 
 #: False simulates every problem in full (tests compare extrapolation against that)
 EXTRAPOLATE = True
@@ -136,7 +137,7 @@ def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[s
     return out
 
 
-def extrapolation_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool,
+def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
                        fidelity: str = "high") -> DimPlan | WavePlan | None:
     """How to shorten a large problem, or None to simulate it in full."""
     fid = FIDELITY[fidelity]
@@ -204,7 +205,7 @@ def _sample_problem(prob: TileProblem, mapping: Mapping, plan: DimPlan, r: int) 
             dataclasses.replace(mapping, estimated_dram_bytes=mapping.estimated_dram_bytes * size / max(1, full)))
 
 
-def _sample_plan(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan, r: int,
+def _sample_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan, r: int,
                  fidelity: str) -> DimPlan | WavePlan | None:
     """How the ``r``-round sample of a huge problem's ``plan`` is itself extrapolated (along
     another dim), or None to run it."""
@@ -302,7 +303,7 @@ def unsteady_and_affordable(run: KernelRun, plan: DimPlan | WavePlan | None) -> 
             and plan.work <= UNSTEADY_FULL_WORK)
 
 
-def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases, plan: WavePlan,
+def _wave_samples(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, bases, plan: WavePlan,
                   rounds: list[int], check: bool) -> dict[int, KernelRun]:
     """The runs of the first waves that :func:`extrapolated_run` may need, by tile count,
     from one probed engine run (:func:`run_kernel_probed`): each whole-wave sample, and
@@ -320,7 +321,7 @@ def _wave_samples(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases,
                              STEADY_TOLERANCE if check else 0.0)
 
 
-def extrapolated_run(chip, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan | WavePlan,
+def extrapolated_run(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan | WavePlan,
                      fidelity: str = "high", bases=None) -> KernelRun | None:
     """Run shortened copies and extrapolate every statistic along the plan, after
     checking that the problem is in steady state; None when it is not (simulate fully).

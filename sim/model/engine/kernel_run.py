@@ -20,6 +20,7 @@ from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import kernel_arrays
 from sim.model.mapper.search import Mapping
 from sim.model.memory.dram import DramParams
+from sim.spec.chip import ChipSpec
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def _raise_stall(prob: TileProblem, mapping: Mapping, t: float) -> None:
         f"{mapping.distribution}): a simulator bug, please report it with the command that ran")
 
 
-def run_kernel(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None, tile_limit: int = 0) -> KernelRun:
+def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, bases=None,
+               tile_limit: int = 0) -> KernelRun:
     """One engine run.  The kernel is a pure function of its input arrays (fresh DRAM
     state, no randomness), so a run is remembered by a digest of exactly those arrays:
     two chips or ops that differ only in what the kernel never sees (an SRAM size that
@@ -151,7 +153,7 @@ class Probe:
     rounds: int | None = None
 
 
-def run_kernel_probed(chip, prob: TileProblem, mapping: Mapping, ideal: bool, bases,
+def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, bases,
                       probes: tuple[Probe, ...], steady_tolerance: float = 0.0) -> dict[int, KernelRun]:
     """Cyclic mode: the runs with ``tile_limit`` = each probe's tile count (ascending), from
     one engine run that pauses at each and drains a copy of its state

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -30,7 +31,8 @@ from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_cl
                                       vector_cycles)
 from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
 from sim.model.memory.dram import dram_params
-from sim.spec.chip import kernel_entry
+from sim.spec.chip import MappingSpec, kernel_entry
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 
 #: vector-unit work to widen one quantised weight: convert and multiply by its scale
@@ -93,7 +95,7 @@ def _dataflow_model(choice: ArrayChoice, opts: Options):
     return get_dataflow(choice.dataflow)
 
 
-def _with_row_length(chip, choice: ArrayChoice, df) -> ArrayChoice:
+def _with_row_length(chip: ChipSpec, choice: ArrayChoice, df) -> ArrayChoice:
     """``choice`` with fold overlap derived for the row length the dataflow runs at: a
     row-stationary PE keeps ``row_length`` weights, so double-buffering them takes twice
     that many words (:meth:`sim.spec.compute_spec.ArraySpec.overlaps_folds`)."""
@@ -117,7 +119,7 @@ def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
     return units["m"], units["n"], units["k"]
 
 
-def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
+def gemm_problem(chip: ChipSpec, op: Gemm, opts: Options) -> LoweredGemm:
     rate = compute_rate_class(op.dtype, op.weight_dtype)
     choice = choose_array(chip, rate, sparse_2_4=op.sparsity == "2:4", dataflow=opts.dataflow, array_name=opts.array)
     df = _dataflow_model(choice, opts)
@@ -156,7 +158,7 @@ def gemm_problem(chip, op: Gemm, opts: Options) -> LoweredGemm:
                        row_length=getattr(df, "row_length", None))
 
 
-def attention_problem(chip, op: Attention, opts: Options, cores: int) -> LoweredAttention:
+def attention_problem(chip: ChipSpec, op: Attention, opts: Options, cores: int) -> LoweredAttention:
     """FlashAttention-style fused attention: per (sequence, KV head) instance, a block of
     query rows (the ``heads/kv_heads`` query heads sharing a KV head, position-major)
     stays on chip while K and V tiles stream past; scores never leave the core.  A library
@@ -244,7 +246,7 @@ def attention_problem(chip, op: Attention, opts: Options, cores: int) -> Lowered
                             fused=True, math_dtype=math_dtype)
 
 
-def stream_problem(chip, name: str, elements: int, read_bytes: float, write_bytes: float,
+def stream_problem(chip: ChipSpec, name: str, elements: int, read_bytes: float, write_bytes: float,
                    lane_ops_per_element: float, kind: str) -> LoweredStream:
     """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies)."""
     width = min(STREAM_ROW_ELEMENTS, elements)
@@ -263,54 +265,65 @@ def stream_problem(chip, name: str, elements: int, read_bytes: float, write_byte
     return LoweredStream(problem=prob, kind=kind, row_elements=width, stream_rows=rows)
 
 
-def apply_library_constraints(chip, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
-    """Restrict the mapping to a chip's kernel-library menu (``mapping:`` in the chip file)."""
+def apply_library_constraints(chip: ChipSpec, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
+    """``prob`` restricted to a chip's kernel-library menu (``mapping:`` in the chip file): a new
+    problem (``prob`` is left as it was); ``prob`` itself where the chip has no menu."""
     ms = getattr(chip, "mapping", None)
     if ms is None:
         return prob
-    prob.distribution = ms.distribution
     cluster = ms.cluster_size
     if kind == "attention" and ms.attention_cluster_size is not None:
         cluster = ms.attention_cluster_size
     if ms.cluster_arrays is not None and array not in ms.cluster_arrays:
         cluster = 1
-    prob.cluster = cluster
-    prob.pad_edge_tiles = bool(ms.pad_edge_tiles)
-    if kind == "gemm" and ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
-        prob.stage_fill_bytes = float(ms.pipeline_fill_bytes)
-        prob.max_stages = ms.pipeline_max_stages
-    if kind == "gemm" and array in ms.array_kernels:
-        kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
-        narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
-        # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
-        prob.tile_kernels = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
-                                  for m, n, st, _, kb in kernels)
-        prob.tile_kernel_threads = tuple(t[3] for t in kernels)
-    if kind == "gemm" and array in ms.array_outstanding_requests:
-        prob.max_outstanding = ms.array_outstanding_requests[array]
-    if kind == "gemm" and array in ms.array_inflight_from_stages:
-        prob.inflight_from_stages = True
-    if kind == "gemm" and (ms.tile_rule_arrays is None or array in ms.tile_rule_arrays):
-        prob.tile_side_multiple = ms.tile_one_side_multiple or 0
-        prob.tile_max_elements = ms.tile_max_elements or 0
+    out = dataclasses.replace(prob, distribution=ms.distribution, cluster=cluster,
+                              pad_edge_tiles=bool(ms.pad_edge_tiles))
     if kind == "gemm":
-        prob.tile_menu_m = ms.tile_m
-        prob.tile_menu_n = ms.tile_n
-        if ms.tile_k_bytes:
-            # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel
-            # streams 128-byte rows of int8 weights)
-            narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
-            prob.fixed_k = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
-    elif kind == "attention" and array in ms.attention_tiles:
+        return dataclasses.replace(out, **_gemm_library_fields(ms, out, array))
+    if kind == "attention":
+        # the attention tile is fitted to the problem as the menu's distribution, cluster and
+        # edge-tile rule leave it
+        return dataclasses.replace(out, **_attention_library_fields(chip, ms, out, array))
+    return out
+
+
+def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
+    """The :class:`TileProblem` fields a kernel library's menu sets on a GEMM on ``array``."""
+    fields: dict[str, Any] = {"tile_menu_m": ms.tile_m, "tile_menu_n": ms.tile_n}
+    # the narrower operand's element bytes: a k tile given in bytes spans that many of them
+    narrow = min(prob.layout.a, prob.layout.b) if prob.has_b else prob.layout.a
+    if ms.pipeline_fill_bytes and (ms.pipeline_fill_arrays is None or array in ms.pipeline_fill_arrays):
+        fields.update(stage_fill_bytes=float(ms.pipeline_fill_bytes), max_stages=ms.pipeline_max_stages)
+    if array in ms.array_kernels:
+        kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
+        # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
+        fields["tile_kernels"] = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
+                                       for m, n, st, _, kb in kernels)
+        fields["tile_kernel_threads"] = tuple(t[3] for t in kernels)
+    if array in ms.array_outstanding_requests:
+        fields["max_outstanding"] = ms.array_outstanding_requests[array]
+    if array in ms.array_inflight_from_stages:
+        fields["inflight_from_stages"] = True
+    if ms.tile_rule_arrays is None or array in ms.tile_rule_arrays:
+        fields.update(tile_side_multiple=ms.tile_one_side_multiple or 0, tile_max_elements=ms.tile_max_elements or 0)
+    if ms.tile_k_bytes:
+        # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel streams
+        # 128-byte rows of int8 weights)
+        fields["fixed_k"] = max(1, int(ms.tile_k_bytes // max(narrow, 1e-9)))
+    return fields
+
+
+def _attention_library_fields(chip: ChipSpec, ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
+    """The :class:`TileProblem` fields a kernel library's menu sets on a fused attention on ``array``."""
+    if array in ms.attention_tiles:
         q_rows, kv_rows = _fitting_attention_tile(chip, prob, *ms.attention_tiles[array])
-        prob.fixed_tiles = kernel_tile(prob, (q_rows, 1, kv_rows))
-    elif kind == "attention":
-        # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
-        prob.tile_menu_m = ms.tile_m
-        if ms.tile_n:
-            kv = tuple(t for t in ms.tile_n if t >= 64)
-            prob.tile_menu_k = kv or None
-    return prob
+        return {"fixed_tiles": kernel_tile(prob, (q_rows, 1, kv_rows))}
+    # FlashAttention-style kernels use the same query-block menu; key blocks of 64+
+    fields: dict[str, Any] = {"tile_menu_m": ms.tile_m}
+    if ms.tile_n:
+        kv = tuple(t for t in ms.tile_n if t >= 64)
+        fields["tile_menu_k"] = kv or None
+    return fields
 
 
 def kernel_tile(prob: TileProblem, tiles) -> tuple[int, int, int]:
@@ -321,7 +334,7 @@ def kernel_tile(prob: TileProblem, tiles) -> tuple[int, int, int]:
     return tuple(min(t, d) for t, d in zip(tiles, (prob.m, prob.n, prob.k)))
 
 
-def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
+def _fitting_attention_tile(chip: ChipSpec, prob: TileProblem, q_rows: int, kv_rows: int) -> tuple[int, int]:
     """The library's attention tile, or - where its buffers do not fit the core's SRAM
     (a large head dim) - the tile halved, keys first, as FlashAttention's kernels take
     smaller blocks for wider heads."""
@@ -337,34 +350,71 @@ def _fitting_attention_tile(chip, prob: TileProblem, q_rows: int, kv_rows: int) 
             q_rows //= 2
 
 
-def lower_op(chip, op, opts: Options, cores: int) -> LoweredOp:
-    """``op`` on ``chip`` as a tile problem, within the chip's kernel-library menu."""
-    if isinstance(op, Gemm):
-        low = gemm_problem(chip, op, opts)
-        prob = apply_library_constraints(chip, low.problem, "gemm", low.array)
-        if opts.tiles is not None:
-            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
-        return dataclasses.replace(low, problem=prob)
-    if isinstance(op, Conv2d):
-        low = gemm_problem(chip, op.as_gemm(), opts)
-        return dataclasses.replace(low, problem=apply_library_constraints(chip, low.problem, "gemm", low.array),
-                                   lowering="im2col")
-    if isinstance(op, Attention):
-        if not op.fused:
-            raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
-                               "by the trace builder; simulate those ops instead")
-        low = attention_problem(chip, op, opts, cores)
-        prob = apply_library_constraints(chip, low.problem, "attention", low.array)
-        if opts.tiles is not None:
-            # a stack's own kernel tile (query rows, 1, key rows): StackSpec.attention.prefill_tiles
-            prob.fixed_tiles = kernel_tile(prob, opts.tiles)
-        return dataclasses.replace(low, problem=prob)
-    if isinstance(op, VectorOp):
-        return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element,
-                              "vector")
-    if isinstance(op, Copy):
-        return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
-    raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine")
+#: the lowering of each op kind the engine simulates: op type -> ``(chip, op, opts, cores) ->
+#: LoweredOp``.  A new op kind adds one entry (:func:`register_lowering`); ops the trace builder
+#: rewrites before the engine sees them (unfused attention, dequantisation) have none.
+LOWERINGS: dict[type, Callable[[Any, Any, Options, int], LoweredOp]] = {}
+
+_Lowering = TypeVar("_Lowering", bound=Callable[..., LoweredOp])
+
+
+def register_lowering(op_type: type) -> Callable[[_Lowering], _Lowering]:
+    """Register the decorated function as the lowering of ``op_type`` (and its subclasses)."""
+    def register(fn: _Lowering) -> _Lowering:
+        LOWERINGS[op_type] = fn
+        return fn
+    return register
+
+
+def lower_op(chip: ChipSpec, op, opts: Options, cores: int) -> LoweredOp:
+    """``op`` on ``chip`` as a tile problem, within the chip's kernel-library menu: the lowering
+    :data:`LOWERINGS` registers for its type (the nearest class of its MRO that has one)."""
+    for cls in type(op).__mro__:
+        lowering = LOWERINGS.get(cls)
+        if lowering is not None:
+            return lowering(chip, op, opts, cores)
+    raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine "
+                     f"(it lowers {', '.join(sorted(t.__name__ for t in LOWERINGS))})")
+
+
+def _within_library(chip: ChipSpec, low: LoweredOp, kind: str, tiles: tuple[int, int, int] | None,
+                    **changes: Any) -> LoweredOp:
+    """``low`` with its problem restricted to the chip's kernel-library menu and, where the stack
+    fixes one (``tiles``), its kernel tile; ``changes``: other fields of the lowered op."""
+    prob = apply_library_constraints(chip, low.problem, kind, low.array)
+    if tiles is not None:
+        prob = dataclasses.replace(prob, fixed_tiles=kernel_tile(prob, tiles))
+    return dataclasses.replace(low, problem=prob, **changes)
+
+
+@register_lowering(Gemm)
+def _lower_gemm(chip: ChipSpec, op: Gemm, opts: Options, cores: int) -> LoweredOp:
+    return _within_library(chip, gemm_problem(chip, op, opts), "gemm", opts.tiles)
+
+
+@register_lowering(Conv2d)
+def _lower_conv2d(chip: ChipSpec, op: Conv2d, opts: Options, cores: int) -> LoweredOp:
+    # a stack's kernel tile is a GEMM's or an attention's, never an im2col convolution's
+    return _within_library(chip, gemm_problem(chip, op.as_gemm(), opts), "gemm", None, lowering="im2col")
+
+
+@register_lowering(Attention)
+def _lower_attention(chip: ChipSpec, op: Attention, opts: Options, cores: int) -> LoweredOp:
+    if not op.fused:
+        raise MappingError(f"attention '{op.name}': unfused attention is lowered into GEMMs and a softmax "
+                           "by the trace builder; simulate those ops instead")
+    # a stack's own kernel tile is (query rows, 1, key rows): StackSpec.attention.prefill_tiles
+    return _within_library(chip, attention_problem(chip, op, opts, cores), "attention", opts.tiles)
+
+
+@register_lowering(VectorOp)
+def _lower_vector(chip: ChipSpec, op: VectorOp, opts: Options, cores: int) -> LoweredOp:
+    return stream_problem(chip, op.name, op.elements, op.read_bytes, op.write_bytes, op.ops_per_element, "vector")
+
+
+@register_lowering(Copy)
+def _lower_copy(chip: ChipSpec, op: Copy, opts: Options, cores: int) -> LoweredOp:
+    return stream_problem(chip, op.name, op.bytes, op.bytes, op.bytes, 0.0, "copy")
 
 
 # --------------------------------------------------------------------------- budgets
@@ -401,7 +451,7 @@ def blocks_sharing_cores(prob: TileProblem, lanes: int) -> list[tuple[TileProble
     return out
 
 
-def memory_budget(chip, ideal: bool) -> MemoryBudget:
+def memory_budget(chip: ChipSpec, ideal: bool) -> MemoryBudget:
     """Per-core tile buffer (the outermost core-scope SRAM, which DMA fills), its port,
     and the chip-level bandwidths."""
     srams = chip.memory.core_srams

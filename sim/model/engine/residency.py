@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 
 from sim.ir.ops import Attention, Conv2d, Gemm, VectorOp
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
 
 
-def activation_buffer(chip):
+def activation_buffer(chip: ChipSpec):
     """The core's tile buffer when it holds activations between ops, else None."""
     srams = chip.memory.core_srams
     if not srams or not srams[-1].holds_activations:
@@ -46,7 +47,7 @@ def activation_operand_bytes(op) -> dict[str, int]:
     return {}
 
 
-def resident_operands(chip, op) -> tuple[tuple[str, ...], int]:
+def resident_operands(chip: ChipSpec, op) -> tuple[tuple[str, ...], int]:
     """(operands held on chip, their bytes): every activation operand of ``op`` when
     together they fit the buffer's activation space, else none."""
     buf = activation_buffer(chip)
@@ -60,7 +61,7 @@ def resident_operands(chip, op) -> tuple[tuple[str, ...], int]:
     return tuple(sorted(operands)), int(total)
 
 
-def hold_activations(chip, op, lowered, budget):
+def hold_activations(chip: ChipSpec, op, lowered, budget):
     """(lowered op, mapper budget) with ``op``'s activations held in the core's buffer where
     they fit (``TileProblem.resident``): what is left of a unified buffer holds the tiles,
     a partitioned one keeps them in its input space; unchanged otherwise."""

@@ -38,6 +38,7 @@ from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lowe
 from sim.model.engine.residency import hold_activations
 from sim.model.mapper.search import RANK_TIE, search_top
 from sim.model.memory.dram import stream_efficiency
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
 
 #: candidate mappings whose estimate is within this factor of the best are simulated
@@ -74,11 +75,11 @@ def clear_cache() -> None:
     stream_efficiency.cache_clear()
 
 
-def _chip_key(chip) -> Any:
+def _chip_key(chip: ChipSpec) -> Any:
     return (chip.name, hash(chip))
 
 
-def memoised(chip, op, options: Options, compute) -> OpResult:
+def memoised(chip: ChipSpec, op, options: Options, compute) -> OpResult:
     """``compute()``'s result for (chip, op, options), remembered: identical questions return
     the same result object (the whole-model runs repeat the same layer's ops)."""
     key = (_chip_key(chip), op, options)
@@ -93,7 +94,7 @@ def memoised(chip, op, options: Options, compute) -> OpResult:
     return res
 
 
-def simulate_op_at_clock(chip, op, options: Options | None = None) -> OpResult:
+def simulate_op_at_clock(chip: ChipSpec, op, options: Options | None = None) -> OpResult:
     """Simulate ``op`` on ``chip`` at its ``clock_mhz`` (no power limit: the DVFS search of
     :mod:`sim.model.engine.dvfs` calls this at each clock it tries; everyone else calls
     :func:`sim.model.engine.simulate.simulate_op`)."""
@@ -103,7 +104,7 @@ def simulate_op_at_clock(chip, op, options: Options | None = None) -> OpResult:
     return memoised(chip, op, options, lambda: _simulate_tiled(chip, op, options))
 
 
-def _simulate_tiled(chip, op, options: Options) -> OpResult:
+def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     ideal = options.memory == "ideal"
     cores = chip.cores.count
     lowered = lower_op(chip, op, options, cores)
@@ -188,7 +189,7 @@ def _simulate_tiled(chip, op, options: Options) -> OpResult:
 _HUGE_SEARCH = 64
 
 
-def _affordable(chip, lowered: LoweredOp, cores: int, budget, ideal: bool, options: Options, cands: list):
+def _affordable(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, ideal: bool, options: Options, cands: list):
     """(candidates, how many were dropped): a huge problem's candidates whose extrapolation
     samples cost at most SAMPLE_BUDGET (:func:`sim.model.engine.extrapolate.too_costly`), best
     estimate first; when none of ``cands`` is, the best-estimated affordable one among the
@@ -210,7 +211,7 @@ def _affordable(chip, lowered: LoweredOp, cores: int, budget, ideal: bool, optio
     return kept, len(cands) - sum(c in kept for c in cands)
 
 
-def _best_in_full(chip, op, options: Options, lowered: LoweredOp, ran: list) -> tuple[OpResult, tuple]:
+def _best_in_full(chip: ChipSpec, op, options: Options, lowered: LoweredOp, ran: list) -> tuple[OpResult, tuple]:
     """(result, (mapping key, kernel run)) of the fastest candidate in ``ran``, where a
     winner whose samples never became steady and whose full run is affordable
     (:func:`unsteady_and_affordable`) is simulated in full before it may win: its full run
@@ -237,7 +238,7 @@ def _tile_words(mapping, split: int) -> str:
     return f"{mapping.tile_m}x{mapping.tile_n}x{mapping.tile_k}" + (f", split-K {split}" if split > 1 else "")
 
 
-def _candidate_result(chip, op, options: Options, lowered: LoweredOp, p, mapping, split: int,
+def _candidate_result(chip: ChipSpec, op, options: Options, lowered: LoweredOp, p, mapping, split: int,
                       run: kernel_run.KernelRun, plan=None) -> tuple[OpResult, kernel_run.KernelRun]:
     """The op's result with ``run`` as the engine run of one candidate (problem ``p``,
     ``mapping``, split-K factor ``split``), and the run it kept: a full one where an
@@ -260,7 +261,7 @@ def _candidate_result(chip, op, options: Options, lowered: LoweredOp, p, mapping
     return res, run
 
 
-def _reference_run(chip, op, options: Options) -> tuple[tuple, kernel_run.KernelRun] | None:
+def _reference_run(chip: ChipSpec, op, options: Options) -> tuple[tuple, kernel_run.KernelRun] | None:
     """(mapping key, engine run) of ``op`` at ``options.reference_clock_mhz`` when this run
     below that clock may reuse it (the same mapping, compute-bound within
     CLOCK_SHARE_TOLERANCE), else None.  The reference is simulated again when it is no
@@ -310,7 +311,7 @@ def _key(split, field) -> tuple:
 _WIDE_SEARCH = 4096
 
 
-def _candidates(chip, lowered: LoweredOp, cores: int, budget, top: int, ideal: bool,
+def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int, ideal: bool,
                 split_menu: tuple[int, ...] | None = None, tie: float | None = None, want: tuple | None = None):
     """(estimate, problem, mapping, split-K factor) of the best ``top`` mappings - with
     ``tie``, of the best ``top`` distinct tiles (loop orders of one tile count once) whose

@@ -11,11 +11,12 @@ from sim.ir.results import OpResult
 from sim.model.engine.dvfs import simulate_op_dvfs
 from sim.model.engine.lower import Options
 from sim.model.engine.run import memoised, simulate_op_at_clock
+from sim.spec.chip import ChipSpec
 
 __all__ = ["simulate_op"]
 
 
-def simulate_op(chip, op, options: Options | None = None) -> OpResult:
+def simulate_op(chip: ChipSpec, op, options: Options | None = None) -> OpResult:
     """Simulate ``op`` on ``chip``; identical (chip, op, options) return the memoised result."""
     options = options or Options()
     if not isinstance(op, Collective) and getattr(chip, "power", None) is not None and chip.power.dvfs:

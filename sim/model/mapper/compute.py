@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.errors import MappingError
+from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import WIDER_RATE_CLASSES, get_format
 
 
@@ -53,7 +54,7 @@ def compute_rate_class(dtype: str, weight_dtype: str | None = None) -> str:
     return b.rate_class
 
 
-def choose_array(chip, rate_class: str, sparse_2_4: bool = False, dataflow: str | None = None,
+def choose_array(chip: ChipSpec, rate_class: str, sparse_2_4: bool = False, dataflow: str | None = None,
                  array_name: str | None = None) -> ArrayChoice:
     """Pick the array with the highest per-core peak for ``rate_class`` (or the named one)."""
     arrays = chip.cores.arrays
@@ -157,14 +158,14 @@ def overlapped_parts(dataflow_model, m, k, n, rows, cols):
     return folds * np.maximum(stream, load), np.minimum(load, stream) + fill_drain
 
 
-def vector_cycles(chip, ops) -> np.ndarray:
+def vector_cycles(chip: ChipSpec, ops) -> np.ndarray:
     """Cycles for one core's vector unit to do ``ops`` lane operations."""
     vu = chip.cores.vector_unit
     per_cycle = vu.lanes * vu.ops_per_lane_per_cycle
     return np.ceil(np.asarray(ops, dtype=np.float64) / per_cycle)
 
 
-def special_cycles(chip, ops) -> np.ndarray:
+def special_cycles(chip: ChipSpec, ops) -> np.ndarray:
     """Cycles for transcendental ops (exp, reciprocal) on one core's vector unit."""
     vu = chip.cores.vector_unit
     per_cycle = vu.special_ops_per_cycle or max(1.0, vu.lanes / 4)

@@ -12,8 +12,9 @@
 This module keeps the stateful model and the stream helpers built on it
 (:func:`little_window`, :func:`long_read_stream`, :func:`stream_efficiency`,
 :func:`dram_params`); the parameter record lives in :mod:`~sim.model.memory.dram_parameters`
-(its address-hash arithmetic in :mod:`~sim.model.memory.dram_hash`) and the example devices
-in :mod:`~sim.model.memory.dram_examples`.  Every name is re-exported here.
+(its checks in :mod:`~sim.model.memory.dram_checks`, its packing for the kernels in
+:mod:`~sim.model.memory.dram_packing`, its address-hash arithmetic in :mod:`~sim.model.memory.dram_hash`)
+and the example devices in :mod:`~sim.model.memory.dram_examples`.  Every name is re-exported here.
 
 The timing model itself is described in :mod:`sim.model.kernels.dram` and docs/dram_model.md.
 """
@@ -31,13 +32,15 @@ import sim.model.kernels.dram_stream as KS
 from sim.errors import ConfigError, ConfigProblem, UnknownNameError
 from sim.model.memory.dram_examples import _CTRL_NS, _INTERLEAVE, _OUTSTANDING, EXAMPLE_DEVICES, example_spec
 from sim.model.memory.dram_hash import _PRIMITIVE_POLY_TERMS, _hash_poly, _stagger_multiplier
-from sim.model.memory.dram_parameters import (_OPTIONAL, _REFRESH_MODES, _REQUIRED, _SCHEDULERS, DramParams,
-                                              _is_pow2, _log2_or_minus1)
+from sim.model.memory.dram_checks import (_OPTIONAL, _REFRESH_MODES, _REQUIRED, _SCHEDULERS, _is_pow2,
+                                          dram_param_problems)
+from sim.model.memory.dram_packing import _log2_or_minus1, fresh_state, params_array
+from sim.model.memory.dram_parameters import DramParams
 from sim.spec.dram_technology import DRAM_TECHNOLOGIES, DramTechnology, dram_technology, technology_key
 
 __all__ = ["DramParams", "DramModel", "EXAMPLE_DEVICES", "example_spec", "DRAM_TECHNOLOGIES", "little_window",
            "long_read_stream", "stream_efficiency", "dram_params",
-           "DramTechnology", "dram_technology"]
+           "DramTechnology", "dram_technology", "dram_param_problems", "fresh_state", "params_array"]
 
 
 def _stats_dict(stats: np.ndarray) -> dict[str, float]:

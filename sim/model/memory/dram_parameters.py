@@ -1,7 +1,8 @@
-"""Validated DRAM parameters (:class:`DramParams`): a frozen copy of a DRAM spec with
-its checks, its derived timings (tCK, tCCD/tRRD by bank group, refresh, scheduler window,
-closed-form latencies) and the kernels' arrays (:meth:`~DramParams.to_array`, the
-parameter vector; :meth:`~DramParams.new_state`, fresh state).
+"""Validated DRAM parameters (:class:`DramParams`): a frozen copy of a DRAM spec with its
+derived timings (tCK, tCCD/tRRD by bank group, refresh, scheduler window, closed-form
+latencies).  Its checks are :mod:`~sim.model.memory.dram_checks`; the kernels' arrays it hands
+out (:meth:`~DramParams.to_array`, the parameter vector; :meth:`~DramParams.new_state`, fresh
+state) are packed by :mod:`~sim.model.memory.dram_packing`.
 
 It is the one description of a DRAM device that every user shares (the engine's lowering,
 the kernel runs, :class:`~sim.model.memory.dram.DramModel`, the stream-efficiency probe),
@@ -17,39 +18,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-import sim.model.kernels.dram as K
 from sim.errors import ConfigError, ConfigProblem, UnknownNameError
-from sim.model.memory.dram_hash import _hash_poly, _stagger_multiplier
-from sim.spec.dram_technology import DRAM_TECHNOLOGIES, DramTechnology, dram_technology, technology_key
-
-# Attributes every DRAM spec must have (the chip config's DRAM level).
-_REQUIRED = (
-    "name", "technology", "capacity_gib",
-    "channels", "pseudo_channels_per_channel", "bus_width_bits", "data_rate_gbps_per_pin",
-    "burst_length", "banks_per_pseudo_channel", "row_buffer_bytes", "interleave_bytes",
-    "t_rcd_ns", "t_rp_ns", "t_cl_ns", "t_ras_ns", "t_rrd_ns", "t_faw_ns", "t_rfc_ns",
-    "t_refi_ns", "t_wr_ns", "controller_latency_ns", "max_outstanding_requests_per_core",
-)
-# Attributes that may be absent or None.  The first four are not in the chip config's
-# DRAM level today; their defaults are documented on the fields below.
-_OPTIONAL = (
-    "t_ccd_ns", "read_energy_pj_per_byte", "write_energy_pj_per_byte",
-    "t_cwl_ns", "t_rtp_ns", "t_wtr_ns", "t_rtw_ns", "write_batch_bursts", "address_hash",
-    "refresh_stagger", "refresh_mode", "t_rfc_pb_ns", "scheduler", "scheduler_window_ns",
-    "row_hit_cap", "bank_groups", "t_ccd_s_nck", "t_ccd_l_nck", "t_ccd_l_ns", "t_rrd_s_nck",
-    "t_rrd_l_nck", "t_rrd_l_ns",
-)
-_REFRESH_MODES = ("all_bank", "per_bank")
-_SCHEDULERS = ("frfcfs", "fcfs")
-
-
-def _is_pow2(x: int) -> bool:
-    return x > 0 and (x & (x - 1)) == 0
-
-
-def _log2_or_minus1(x: int) -> int:
-    return int(x).bit_length() - 1 if _is_pow2(int(x)) else -1
-
+from sim.model.memory.dram_checks import _OPTIONAL, _REQUIRED, dram_param_problems
+from sim.model.memory.dram_packing import fresh_state, params_array
+from sim.spec.dram_technology import DramTechnology, dram_technology
 
 # The speed-bin tables (tCK per technology, column timings in nCK) are JEDEC data, kept with the
 # chip schema that validates against them: sim/spec/dram_technology.py.
@@ -142,67 +114,7 @@ class DramParams:
 
     # ---------------------------------------------------------------- construction
     def __post_init__(self) -> None:
-        problems: list[str] = []
-
-        def bad(field: str, msg: str) -> None:
-            problems.append(f"{field}: {msg}")
-
-        for f in ("channels", "pseudo_channels_per_channel", "bus_width_bits", "burst_length",
-                  "banks_per_pseudo_channel", "row_buffer_bytes", "interleave_bytes",
-                  "max_outstanding_requests_per_core", "write_batch_bursts", "row_hit_cap"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                bad(f, f"must be a positive integer, got {v!r}")
-        if technology_key(self.technology) not in DRAM_TECHNOLOGIES:
-            bad("technology", f"unknown DRAM technology {self.technology!r}; valid: "
-                f"{', '.join(DRAM_TECHNOLOGIES)}")
-        if self.bank_groups is not None:
-            v = self.bank_groups
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                bad("bank_groups", f"must be a positive integer, got {v!r}")
-            elif self.banks_per_pseudo_channel % int(v):
-                bad("bank_groups", f"must divide banks_per_pseudo_channel "
-                    f"({self.banks_per_pseudo_channel}), got {v!r}")
-        for f in ("t_ccd_s_nck", "t_ccd_l_nck", "t_rrd_s_nck", "t_rrd_l_nck"):
-            v = getattr(self, f)
-            if v is not None and not (v > 0 and math.isfinite(v)):
-                bad(f, f"must be a finite number > 0, got {v!r}")
-        if self.t_ccd_ns is not None and self.t_ccd_s_nck is not None:
-            bad("t_ccd_ns", "give either t_ccd_ns (fixed ns, legacy) or t_ccd_s_nck (clock "
-                "cycles, scales with the pin rate), not both")
-        if self.refresh_mode is not None and self.refresh_mode not in _REFRESH_MODES:
-            bad("refresh_mode", f"must be one of {', '.join(_REFRESH_MODES)}, got {self.refresh_mode!r}")
-        if self.scheduler not in _SCHEDULERS:
-            bad("scheduler", f"must be one of {', '.join(_SCHEDULERS)}, got {self.scheduler!r}")
-        if not self.data_rate_gbps_per_pin > 0:
-            bad("data_rate_gbps_per_pin", f"must be > 0, got {self.data_rate_gbps_per_pin!r}")
-        if not self.capacity_gib > 0:
-            bad("capacity_gib", f"must be > 0, got {self.capacity_gib!r}")
-        for f in ("t_rcd_ns", "t_rp_ns", "t_cl_ns", "t_ras_ns", "t_rrd_ns", "t_faw_ns",
-                  "t_rfc_ns", "t_wr_ns", "controller_latency_ns", "t_rtp_ns", "t_wtr_ns",
-                  "t_ccd_ns", "t_cwl_ns", "t_rtw_ns", "read_energy_pj_per_byte",
-                  "write_energy_pj_per_byte", "t_rfc_pb_ns", "scheduler_window_ns",
-                  "t_ccd_l_ns", "t_rrd_l_ns"):
-            v = getattr(self, f)
-            if v is not None and not (v >= 0 and math.isfinite(v)):
-                bad(f, f"must be a finite number >= 0, got {v!r}")
-        if not problems:
-            bits = self.bus_width_bits * self.burst_length
-            if bits % 8:
-                bad("burst_length", f"bus_width_bits x burst_length = {bits} bits is not whole bytes")
-            g = bits // 8
-            il, row = self.interleave_bytes, self.row_buffer_bytes
-            if not _is_pow2(il):
-                bad("interleave_bytes", f"must be a power of two, got {il}")
-            elif not g <= il <= row:
-                bad("interleave_bytes", f"must lie between the access granularity ({g} B) "
-                    f"and row_buffer_bytes ({row} B), got {il}")
-            if self.t_refi_ns > 0 and self.t_rfc_ns >= self.t_refi_ns:
-                bad("t_rfc_ns", f"must be < t_refi_ns ({self.t_refi_ns}), got {self.t_rfc_ns}")
-            if (self.t_refi_ns > 0 and self.refresh_mode_effective == "per_bank"
-                    and self.t_rfc_pb_effective_ns >= self.t_refi_ns):
-                bad("t_rfc_pb_ns", f"must be < t_refi_ns ({self.t_refi_ns}), "
-                    f"got {self.t_rfc_pb_effective_ns}")
+        problems = dram_param_problems(self)
         if problems:
             raise ConfigError(
                 [ConfigProblem(file=f"<dram '{self.name}'>", line=0, path=p.split(":")[0],
@@ -401,110 +313,9 @@ class DramParams:
 
     # ---------------------------------------------------------------- kernel arrays
     def to_array(self) -> np.ndarray:
-        """The float64 parameter vector the kernels read (``P_*`` indices)."""
-        p = np.zeros(K.N_PARAMS, dtype=np.float64)
-        npc = self.num_pseudo_channels
-        bpr = self.row_buffer_bytes // self.interleave_bytes
-        p[K.P_CHANNELS] = self.channels
-        p[K.P_PCS_PER_CHANNEL] = self.pseudo_channels_per_channel
-        p[K.P_NUM_PC] = npc
-        p[K.P_BANKS] = self.banks_per_pseudo_channel
-        p[K.P_ACCESS_BYTES] = self.access_bytes
-        p[K.P_INTERLEAVE_BYTES] = self.interleave_bytes
-        p[K.P_ROW_BYTES] = self.row_buffer_bytes
-        p[K.P_BLOCKS_PER_ROW] = bpr
-        p[K.P_ACCESS_SHIFT] = _log2_or_minus1(self.access_bytes)
-        p[K.P_IL_SHIFT] = _log2_or_minus1(self.interleave_bytes)
-        p[K.P_PC_SHIFT] = _log2_or_minus1(npc)
-        p[K.P_BPR_SHIFT] = _log2_or_minus1(bpr)
-        p[K.P_BANK_SHIFT] = _log2_or_minus1(self.banks_per_pseudo_channel)
-        p[K.P_ADDRESS_HASH] = 1.0 if self.address_hash else 0.0
-        p[K.P_T_BURST] = self.burst_ns
-        p[K.P_T_CCD] = self.t_ccd_effective_ns
-        p[K.P_T_SLOT] = self.slot_ns
-        p[K.P_T_RCD] = self.t_rcd_ns
-        p[K.P_T_RP] = self.t_rp_ns
-        p[K.P_T_CL] = self.t_cl_ns
-        p[K.P_T_CWL] = self.t_cl_ns if self.t_cwl_ns is None else self.t_cwl_ns
-        p[K.P_T_RAS] = self.t_ras_ns
-        p[K.P_T_RRD] = self.t_rrd_s_effective_ns
-        p[K.P_T_FAW] = self.t_faw_ns
-        p[K.P_T_RFC] = self.t_rfc_ns
-        p[K.P_T_REFI] = max(0.0, self.t_refi_ns)
-        p[K.P_T_WR] = self.t_wr_ns
-        p[K.P_T_RTP] = self.t_rtp_ns
-        p[K.P_T_WTR] = self.t_wtr_ns
-        p[K.P_T_RTW] = (4.0 / self.data_rate_gbps_per_pin) if self.t_rtw_ns is None else self.t_rtw_ns
-        p[K.P_CTRL_LATENCY] = self.controller_latency_ns
-        p[K.P_WRITE_BATCH] = self.write_batch_bursts
-        p[K.P_READ_PJ_PER_BYTE] = self.read_energy_pj_per_byte or 0.0
-        p[K.P_WRITE_PJ_PER_BYTE] = self.write_energy_pj_per_byte or 0.0
-        p[K.P_PEAK_BYTES_PER_NS] = self.peak_bytes_per_s * 1e-9
-        p[K.P_MAX_OUTSTANDING] = self.max_outstanding_requests_per_core
-        per_bank = self.refresh_mode_effective == "per_bank"
-        p[K.P_REFRESH_PER_BANK] = 1.0 if per_bank else 0.0
-        p[K.P_T_RFC_PB] = self.t_rfc_pb_effective_ns
-        p[K.P_T_REFI_PB] = max(0.0, self.t_refi_ns) / self.banks_per_pseudo_channel
-        p[K.P_T_ACT_SLOT] = self.act_slot_ns
-        p[K.P_FRFCFS] = 1.0 if self.scheduler == "frfcfs" else 0.0
-        p[K.P_WINDOW_NS] = self.scheduler_window_effective_ns
-        p[K.P_ROW_HIT_CAP] = self.row_hit_cap
-        turn = p[K.P_T_RTW] + self.t_wtr_ns + self.t_cl_ns
-        p[K.P_T_TURN_PER_WRITE] = turn / self.write_batch_bursts
-        p[K.P_RW_HORIZON] = 2 * self.write_batch_bursts * self.slot_ns + turn
-        p[K.P_BANK_GROUPS] = self.bank_groups_effective
-        p[K.P_T_CCD_L] = self.t_ccd_l_effective_ns
-        p[K.P_T_RRD_L] = self.t_rrd_l_effective_ns
-        addr_bits = max(1, (self.capacity_bytes - 1).bit_length())
-        pc_bits = max(0, int(p[K.P_PC_SHIFT]))
-        rest_bits = addr_bits - int(p[K.P_IL_SHIFT]) - pc_bits
-        row_bits = rest_bits - max(0, int(p[K.P_BPR_SHIFT])) - max(0, int(p[K.P_BANK_SHIFT]))
-        p[K.P_PC_POLY:K.P_PC_POLY + 6] = _hash_poly(int(p[K.P_PC_SHIFT]), rest_bits)
-        p[K.P_BANK_POLY:K.P_BANK_POLY + 6] = _hash_poly(int(p[K.P_BANK_SHIFT]), row_bits)
-        return p
+        """The float64 parameter vector the kernels read (``P_*`` indices): :func:`params_array`."""
+        return params_array(self)
 
     def new_state(self) -> tuple[np.ndarray, ...]:
-        """Fresh state: all banks closed, buses idle, refreshes staggered.
-
-        ``(bank_row, bank_t, pc_t, pc_i, bank_i, stats)``; stats is always last.
-
-        The refresh interval is tREFI (all-bank) or tREFI / banks (per-bank).  With
-        ``refresh_stagger`` pseudo-channel ``i`` first refreshes at
-        ``(slot(i) + 1) * interval / n_pc`` where ``slot`` is the permutation
-        ``i -> i * a mod n_pc`` with ``a`` the integer nearest ``0.618 n_pc`` that is
-        coprime with ``n_pc``: the pseudo-channels take turns, and neighbours in the
-        address interleave refresh far apart in time, so a sweep across the channels
-        cannot ride along the refresh wave.  Without it they all first refresh at
-        ``interval``.
-        """
-        npc = self.num_pseudo_channels
-        nbanks = npc * self.banks_per_pseudo_channel
-        bank_row = np.full(nbanks, -1, dtype=np.int64)
-        bank_t = np.zeros((nbanks, K.N_BANK_T), dtype=np.float64)
-        bank_t[:, K.B_ACT] = K._NEG
-        bank_t[:, K.B_CLOSE0:K.B_CLOSE0 + K.N_RECENT] = K._NEG
-        bank_t[:, K.B_BG_DATA] = K._NEG
-        bank_t[:, K.B_BG_ACT] = K._NEG
-        bank_i = np.zeros((nbanks, K.N_BANK_I), dtype=np.int64)
-        bank_i[:, K.BI_ROW0:K.BI_ROW0 + K.N_RECENT] = -1
-        pc_t = np.zeros((npc, K.N_PC_T), dtype=np.float64)
-        pc_t[:, K.C_ACT_FREE] = K._NEG
-        pc_t[:, K.C_BUS_HOLES:K.C_BUS_HOLES + 2 * K.N_HOLES] = K._NEG
-        pc_t[:, K.C_ACT_HOLES:K.C_ACT_HOLES + 2 * K.N_HOLES] = K._NEG
-        pc_t[:, K.C_LAST_WRITE_END] = K._NEG
-        pc_t[:, K.C_LAST_READ_END] = K._NEG
-        interval = self.t_refi_ns
-        if self.refresh_mode_effective == "per_bank":
-            interval = self.t_refi_ns / self.banks_per_pseudo_channel
-        if self.t_refi_ns > 0 and self.refresh_stagger:
-            slot = (np.arange(npc, dtype=np.int64) * _stagger_multiplier(npc)) % npc
-            pc_t[:, K.C_NEXT_REFRESH] = (slot.astype(np.float64) + 1.0) * (interval / npc)
-        elif self.t_refi_ns > 0:
-            pc_t[:, K.C_NEXT_REFRESH] = interval
-        else:
-            pc_t[:, K.C_NEXT_REFRESH] = np.inf
-        pc_i = np.zeros((npc, K.N_PC_I), dtype=np.int64)
-        stats = np.zeros(K.N_STATS, dtype=np.float64)
-        stats[K.S_FIRST_ARRIVAL_NS] = np.inf
-        stats[K.S_LAST_DONE_NS] = 0.0
-        return (bank_row, bank_t, pc_t, pc_i, bank_i, stats)
+        """Fresh kernel state ``(bank_row, bank_t, pc_t, pc_i, bank_i, stats)``: :func:`fresh_state`."""
+        return fresh_state(self)

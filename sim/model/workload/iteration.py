@@ -1,5 +1,6 @@
 """The inputs of an LLM iteration: its sequences (:class:`Sequence`, :class:`Iteration`),
-number formats (:class:`Precision`) and parallel degrees (:class:`Parallelism`).
+number formats (:class:`Precision`) and parallel degrees (:class:`Parallelism`), and the iterations
+each phase of a run is made of (:func:`phase_iterations`).
 
 These frozen, validated records are what :func:`sim.model.workload.llm.build_iteration`
 takes and what the apps build from command lines, sweep points and serving schedules;
@@ -8,6 +9,7 @@ the op-construction machinery.  :mod:`sim.model.workload.llm` re-exports every n
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sim.errors import WorkloadError
@@ -161,3 +163,34 @@ class Parallelism:
         if self.collective_algorithm not in ("ring", "tree"):
             raise WorkloadError(f"Parallelism: collective_algorithm must be 'ring' or 'tree', "
                                 f"got {self.collective_algorithm!r}")
+
+
+#: the phases of an LLM run (``sim run --phase``)
+RUN_PHASES = ("prefill", "decode", "generate")
+
+
+def phase_iterations(phase: str, batch: int, prompt_len: int, context_len: int | None = None,
+                     draft_tokens: int = 0, decode_steps: Iterable[int] = ()) -> list[Iteration]:
+    """The iterations a run of ``phase`` is made of, each of ``batch`` equal sequences, labelled
+    as :func:`sim.apps.inference.run_llm` reports them (the one place that says which
+    iterations a phase builds: ``run_llm`` simulates them, the energy report re-reads them).
+
+    ``prefill``: one pass over ``prompt_len`` tokens per sequence behind ``context_len`` cached
+    ones (prefix caching; none when None).  ``decode``: one step behind ``context_len``
+    (default ``prompt_len``) cached tokens; with ``draft_tokens`` > 0 it verifies that many
+    speculative tokens plus one.  ``generate``: the prefill, then one decode step for each
+    step index ``s`` of ``decode_steps``, behind ``context_len + prompt_len + s`` cached tokens
+    (the caller picks the steps it samples)."""
+    if phase not in RUN_PHASES:
+        raise WorkloadError(f"phase must be prefill, decode or generate, got {phase!r}")
+    past = int(context_len) if context_len is not None else 0
+    if phase == "decode":
+        ctx = int(context_len) if context_len is not None else prompt_len
+        seq = Sequence.verify(draft_tokens, ctx) if draft_tokens else Sequence(1, ctx)
+        return [Iteration(tuple([seq] * batch), label=f"verify {draft_tokens}" if draft_tokens else "decode")]
+    prefill = Iteration(tuple([Sequence(prompt_len, past)] * batch), label="prefill")
+    if phase == "prefill":
+        return [prefill]
+    start = past + prompt_len
+    return [prefill] + [Iteration(tuple([Sequence(1, start + s)] * batch), label=f"decode@{start + s}")
+                        for s in decode_steps]

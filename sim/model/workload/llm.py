@@ -127,7 +127,8 @@ from typing import Sequence as _Seq
 from sim.errors import WorkloadError
 from sim.ir.ops import (SPARSITIES, Attention, Collective, Conv2d, Copy, Gemm, Op, VectorOp, op_min_dram_bytes,
                         op_to_dict)
-from sim.model.workload.iteration import _WIDE_FLOATS, Iteration, Parallelism, Precision, Sequence
+from sim.model.workload.iteration import (_WIDE_FLOATS, RUN_PHASES, Iteration, Parallelism, Precision, Sequence,
+                                         phase_iterations)
 from sim.model.workload.sizing import (_matrix_bytes, expert_token_counts, kv_cache_bytes, stage_layers,
                                        weight_bytes)
 from sim.model.workload.trace import Trace, TraceOp, op_flops
@@ -470,7 +471,7 @@ def speculative_verify(model: ModelSpec, batch: int, draft_tokens: int, context_
 
 
 __all__ = [
-    "Sequence", "Iteration", "Precision", "Parallelism", "TraceOp", "Trace",
+    "Sequence", "Iteration", "Precision", "Parallelism", "RUN_PHASES", "phase_iterations", "TraceOp", "Trace",
     "build_iteration", "prefill", "decode", "speculative_verify",
     "kv_cache_bytes", "weight_bytes", "expert_token_counts", "stage_layers",
     "compare_traces", "op_flops", "op_min_dram_bytes", "VECTOR_OPS_PER_ELEMENT",

@@ -15,12 +15,14 @@ ENV_WORKLOAD_DIR = catalog.KINDS["models"].env_var
 
 
 def workloads_dir() -> Path:
-    """The folder of model YAML files: ``$SIM_WORKLOAD_DIR`` if set, else the shipped ``workloads/``."""
-    return catalog.primary_dir("models")
+    """The shipped folder of model YAML files (``workloads/``); names are also looked up in
+    ``$SIM_WORKLOAD_DIR`` and the user folder first (:func:`sim.spec.catalog.search_dirs`)."""
+    return catalog.shipped_dir("models")
 
 
 def list_models() -> list[str]:
-    """Names of the model descriptions in :func:`workloads_dir` and the user folder (sorted)."""
+    """Names of the model descriptions in every searched folder (``$SIM_WORKLOAD_DIR``, the user
+    folder, :func:`workloads_dir`), sorted."""
     return catalog.names("models")
 
 
