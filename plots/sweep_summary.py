@@ -102,7 +102,8 @@ def main(argv=None) -> int:
 
     ceil = df.assign(ceiling=df[Z] / df["mbu"]) if "mbu" in df else None
     if ceil is not None:
-        print("\nshare of the HBM ceiling reached (tokens/s / (tokens/s / MBU) = MBU) at the best SRAM:")
+        print("\nMBU at the best SRAM (the share of the HBM ceiling reached: the ceiling is tokens/s / MBU, the "
+              "rate if HBM moved the simulated bytes at its peak):")
         idx = df.groupby([ARRAY, HBM])[Z].idxmax()
         sel = ceil.loc[idx.values]
         mbu = sel.set_index([ARRAY, HBM])["mbu"].unstack(HBM)
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
               + ", ".join(f"{r:g}: {cap.loc[arrays[-1], r]:.0f}" for r in rates))
         if "dram_gb_per_s" in df:
             dgb = sel.set_index([ARRAY, HBM])["dram_gb_per_s"].unstack(HBM)
-            print("  achieved DRAM GB/s at the largest array: "
+            print("  peak HBM GB/s: "
                   + ", ".join(f"{r:g}: {dgb.loc[arrays[-1], r]:.0f}" for r in rates))
 
     spread = df.groupby([ARRAY, HBM])[Z].agg(lambda s: s.max() / s.min() - 1)
