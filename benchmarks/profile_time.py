@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the time of each benchmark goes: trace building, lowering, mapper, engine, Python.
 
-    python benchmarks/profile_time.py [--quick] [--out benchmarks/results/profile.json]
+    python benchmarks/profile_time.py [--quick | --case NAME ...] [--out benchmarks/results/profile.json]
 
 Each case runs once warm (kernels compiled, nothing memoised, the on-disk run cache off)
 under cProfile; every function's own time (cProfile's tottime) is charged to the part
@@ -51,7 +51,11 @@ CASES = {
                                                          weight_dtype="fp8")),
 }
 CASES_ALL = dict(CASES, tiny_decode=("llm", "npu_128x128", dict(model="tiny", phase="decode", batch=1,
-                                                                 context_len=64)))
+                                                                 context_len=64)),
+                 # one point of sweeps/llama3-8b-decode.yaml (the chip's defaults; --case to run it)
+                 **{"llama3-8b_decode_b16_2k_npu_sweep_fast": (
+                     "llm", "npu_128x128", dict(model="llama3-8b", phase="decode", batch=16, context_len=2048,
+                                                dtype="fp8", kv_dtype="bf16", fidelity="fast"))})
 QUICK = ("gemm_2048x4096x4096_npu", "llama3-8b_prefill_2k_npu", "llama3-8b_decode_b8_4k_h200")
 
 
@@ -82,7 +86,8 @@ def _run_case(kind: str, chip_name: str, kw: dict, memory: str = "modeled") -> N
     else:
         kw = dict(kw)
         model = kw.pop("model")
-        sim.run_llm(chip, model, options=Options(memory=memory), **kw)
+        fidelity = kw.pop("fidelity", "high")
+        sim.run_llm(chip, model, options=Options(memory=memory, fidelity=fidelity), **kw)
 
 
 def _profile(kind: str, chip: str, kw: dict, memory: str = "modeled") -> tuple[float, dict[str, float]]:
@@ -128,15 +133,18 @@ def _disk_warm(name: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    ap.add_argument("--case", action="append", choices=sorted(CASES_ALL), default=None,
+                    help="profile only this case (repeatable; e.g. llama3-8b_decode_b16_2k_npu_sweep_fast, one "
+                         "point of the 1,000-point sweep)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "profile.json")
     args = ap.parse_args(argv)
     os.environ["SIM_NO_CACHE"] = "1"  # the profile is of the simulation, not of the disk cache
-    names = QUICK if args.quick else tuple(CASES)
+    names = tuple(args.case) if args.case else QUICK if args.quick else tuple(CASES)
     _run_case("llm", "npu_128x128", dict(model="tiny", phase="prefill", batch=1, prompt_len=64))  # compile
     floor = round(_disk_warm("tiny_decode"), 3)
     rows = []
     for name in names:
-        kind, chip, kw = CASES[name]
+        kind, chip, kw = CASES_ALL[name]
         wall, parts = _profile(kind, chip, kw)
         row = {"case": name, "wall_s": round(wall, 3),
                **{f"{p}_s": round(parts.get(p, 0.0), 3) for p in
