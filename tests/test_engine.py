@@ -248,17 +248,25 @@ def test_chip_cache_keeps_operand_panels_that_fit():
     assert compulsory <= dram <= 1.05 * compulsory, dram / compulsory
 
 
-def test_fast_fidelity_stays_close_to_high():
-    """``fidelity: fast`` (sweeps) draws a straight line through two short samples without
-    the steady-state check; on a large decode GEMV it must stay within 10 % of the high
-    fidelity result (README, Design-space sweeps, quotes the measured spread) and never
-    beat the roofline."""
-    chip = load_chip("npu_128x128")
-    op = Gemm("lm_head", 16, 4096, 128256, dtype="fp8_e4m3")
+@pytest.mark.parametrize("overrides, op", [
+    ([], Gemm("lm_head", 16, 4096, 128256, dtype="fp8_e4m3")),
+    # the shipped decode sweep's worst point before fast checked its samples: 17.6 ms
+    # against 10.2 ms for this up-projection at 144x144, 3 MiB of SRAM, 9.6 Gb/s
+    (["cores.arrays.0.rows=144", "cores.arrays.0.cols=144", "memory.levels.vmem.capacity_kib=3072",
+      "memory.levels.hbm.data_rate_gbps_per_pin=9.6"], Gemm("mlp.gate_up", 16, 4096, 28672, dtype="fp8_e4m3")),
+])
+def test_fast_fidelity_stays_close_to_high(overrides, op):
+    """``fidelity: fast`` (sweeps) draws its line through shorter samples than ``high``, after
+    the same steady-state check, and simulates only the estimate's best mapping; on large
+    decode GEMVs it must stay within 10 % of the high fidelity result (the lm_head: +5.3 %,
+    from the mapping: fast's one candidate is a 2048x768 tile where high's best of four is
+    512 wide; README, Design-space sweeps, quotes the measured spread) and never beat the
+    roofline."""
+    chip = load_chip("npu_128x128", overrides=overrides)
     R.clear_cache()
     high = simulate_op(chip, op, Options(fidelity="high"))
     fast = simulate_op(chip, op, Options(fidelity="fast"))
-    assert fast.details["extrapolated"] is not None and fast.details["extrapolated"]["steady"] is None
+    assert fast.details["extrapolated"] is not None and fast.details["extrapolated"]["steady"] is not None
     assert fast.cycles >= fast.roofline_cycles
     assert abs(fast.cycles / high.cycles - 1) < 0.10, (fast.cycles, high.cycles)
 
