@@ -133,10 +133,11 @@ def test_an_unsteady_winner_runs_in_full_before_it_may_win(monkeypatch):
     monkeypatch.setattr(R, "run_kernel", lambda chip, p, m, ideal: full_runs.append(m) or "full run of " + m)
     monkeypatch.setattr(R, "_candidate_result",
                         lambda chip, op, options, lowered, p, m, split, run, plan=None: (res(1.3), steady_full))
-    best, (key, kernel) = R._best_in_full(None, None, Options(), None, ran)
+    op = types.SimpleNamespace(name="g")
+    best, (key, kernel) = R._best_in_full(None, op, Options(), None, ran)
     assert key == "full" and best.seconds == 1.1 and full_runs == ["m1"]
     # when the full run still wins, it is the answer
     monkeypatch.setattr(R, "_candidate_result",
                         lambda chip, op, options, lowered, p, m, split, run, plan=None: (res(1.05), steady_full))
-    best, (key, _) = R._best_in_full(None, None, Options(), None, ran)
+    best, (key, _) = R._best_in_full(None, op, Options(), None, ran)
     assert key == "fast-looking" and best.seconds == 1.05
