@@ -127,16 +127,18 @@ def test_an_unsteady_winner_runs_in_full_before_it_may_win(monkeypatch):
     unsteady = types.SimpleNamespace(extrapolated={"steady": False})
     steady_full = types.SimpleNamespace(extrapolated=None)
     plan = types.SimpleNamespace(work=1.0)
-    ran = [(res(1.0), ("fast-looking", unsteady), ("p1", "m1", 1, plan)),
-           (res(1.1), ("full", steady_full), ("p2", "m2", 1, None))]
+    m1, m2 = (types.SimpleNamespace(name=n, tile_m=128, tile_n=128, tile_k=64) for n in ("m1", "m2"))
+    ran = [(res(1.0), ("fast-looking", unsteady), ("p1", m1, 1, plan)),
+           (res(1.1), ("full", steady_full), ("p2", m2, 1, None))]
     full_runs = []
-    monkeypatch.setattr(R, "run_kernel", lambda chip, p, m, ideal: full_runs.append(m) or "full run of " + m)
+    monkeypatch.setattr(R, "run_kernel", lambda chip, p, m, ideal: full_runs.append(m.name) or "full run")
     monkeypatch.setattr(R, "_candidate_result",
                         lambda chip, op, options, lowered, p, m, split, run, plan=None: (res(1.3), steady_full))
-    best, (key, kernel) = R._best_in_full(None, None, Options(), None, ran)
+    op = types.SimpleNamespace(name="g")
+    best, (key, kernel) = R._best_in_full(None, op, Options(), None, ran)
     assert key == "full" and best.seconds == 1.1 and full_runs == ["m1"]
     # when the full run still wins, it is the answer
     monkeypatch.setattr(R, "_candidate_result",
                         lambda chip, op, options, lowered, p, m, split, run, plan=None: (res(1.05), steady_full))
-    best, (key, _) = R._best_in_full(None, None, Options(), None, ran)
+    best, (key, _) = R._best_in_full(None, op, Options(), None, ran)
     assert key == "fast-looking" and best.seconds == 1.05

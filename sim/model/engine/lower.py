@@ -40,12 +40,18 @@ DEQUANT_OPS_PER_WEIGHT = 2
 #: how much of a large problem is simulated before extrapolating (sim.model.engine.extrapolate): problems
 #: above ``steps``/``chunks`` (per core steps, DRAM chunks) are extrapolated from samples of
 #: about ``sample_chunks``; ``refine`` caps the candidate mappings simulated.  "fast" (for
-#: large sweeps) is about 3x cheaper and a few percent less accurate (README, Speed).
+#: large sweeps) is about 2.3x cheaper and a few percent less accurate (README, Speed).  Both
+#: check that the samples are steady before extrapolating: "fast" without the check drew a
+#: line through its first two samples and missed "high" by up to 26 % on the shipped decode
+#: sweep (an up-projection at 144x144, 3 MiB, 9.6 Gb/s: 17.6 against 10.2 ms), so that
+#: tokens/s fell with more HBM bandwidth (96x96, 4 MiB: 263 -> 222 from 9.6 to 10.4 Gb/s) or a
+#: bigger array (128 -> 144: 425 -> 356); with the check, 2-4 % under "high" on those points
+#: at 1.2x fast's old cost (2026-12-04, ten sweep points side by side)
 FIDELITY = {
     "high": {"steps": 60_000, "chunks": 400_000, "sample_chunks": 100_000, "refine": 4, "refine_large": 2,
              "min_sample_rounds": (2, 4), "steady_check": True},
     "fast": {"steps": 30_000, "chunks": 60_000, "sample_chunks": 20_000, "refine": 1, "refine_large": 1,
-             "min_sample_rounds": (1, 2), "steady_check": False},
+             "min_sample_rounds": (1, 2), "steady_check": True},
 }
 #: elements per row when a 1-D stream (vector op, copy) is laid out as rows
 STREAM_ROW_ELEMENTS = 1024
