@@ -295,12 +295,25 @@ def _steady_samples(run, rounds: list[int], check: bool):
     # wave's tiles from alternating panels: the H200's 131072x8192x1280 fp8 qkv GEMM of a
     # 70B TP8 prefill grows by 99.5 and 87.2 MB of DRAM traffic in turn, at a steady 131.2k
     # cycles per wave) is steady at twice the spacing: the samples already run, taken every
-    # other one
+    # other one - when the growth over each spacing repeats the one two spacings before it
+    # (a period of two, not a trend that a wider triple happens to hide: a 24x8192x10240
+    # GEMV's k samples agreed at twice the spacing without repeating, 4 % off its full run)
     for i in range(4, len(rounds)):
-        r1, r2, r3 = rounds[i - 4], rounds[i - 2], rounds[i]
-        if r3 - r2 == r2 - r1 and _agree(ran[r1], ran[r2], ran[r3], r1, r2, r3):
-            return ran[r2], ran[r3], r2, r3, True
+        r = rounds[i - 4:i + 1]
+        if len({r[j + 1] - r[j] for j in range(4)}) == 1 and _repeats(*(ran[x] for x in r), r):
+            return ran[r[2]], ran[r[4]], r[2], r[4], True
     return a, b, rounds[-2], rounds[-1], False
+
+
+def _repeats(a: KernelRun, b: KernelRun, c: KernelRun, d: KernelRun, e: KernelRun, r: list[int]) -> bool:
+    """Whether the growth over each of four equal spacings r[0] < ... < r[4] equals, within
+    STEADY_TOLERANCE, the growth two spacings before it, in time and in DRAM bytes."""
+    runs = (a, b, c, d, e)
+    for key in ("t", "bytes"):
+        s = [_slope(runs[j], runs[j + 1], r[j], r[j + 1], key) for j in range(4)]
+        if any(abs(s[j + 2] - s[j]) > STEADY_TOLERANCE * max(abs(s[j + 2]), 1e-9) for j in range(2)):
+            return False
+    return True
 
 
 def _agree(a: KernelRun, b: KernelRun, c: KernelRun, r1: int, r2: int, r3: int) -> bool:
