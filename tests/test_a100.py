@@ -73,7 +73,7 @@ def test_bytes_in_flight_follow_the_kernels_stages(chip):
         mapping = Mapping(distribution="cyclic", cores_used=108, partition=(1, 1, 1), tile_m=tm, tile_n=tn,
                           tile_k=tk, loop_order="mnk", sram_bytes=0, sram_capacity_bytes=0, search_space=1,
                           estimated_cycles=0.0, estimated_dram_bytes=0.0, stages=st)
-        geo = kernel_arrays(chip, prob, mapping, False)["geo"]
+        geo = kernel_arrays(chip, prob, mapping, False).geo
         stage_bytes = (tm + tn) * tk * 2
         assert geo[K.G_OUTSTANDING] == math.ceil((st - 1) * stage_bytes / chip.dram.access_bytes)
 
@@ -109,7 +109,7 @@ def test_the_mapper_counts_bytes_in_flight_as_the_engine_does(chip):
         mapping = Mapping(distribution="cyclic", cores_used=108, partition=(1, 1, 1), tile_m=tm, tile_n=tn,
                           tile_k=tk, loop_order="mnk", sram_bytes=0, sram_capacity_bytes=0, search_space=1,
                           estimated_cycles=0.0, estimated_dram_bytes=0.0, stages=st)
-        per_core = kernel_arrays(chip, prob, mapping, False)["geo"][K.G_OUTSTANDING]
+        per_core = kernel_arrays(chip, prob, mapping, False).geo[K.G_OUTSTANDING]
         step_bytes = (tm + tn) * tk * 2
         window = budget.window_chunks(prob, 108, np.array([step_bytes]), np.array([st]))
         assert window[0] == 108 * (per_core * d.access_bytes // max(d.interleave_bytes, d.access_bytes))

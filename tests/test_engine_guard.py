@@ -19,9 +19,9 @@ def _forced(monkeypatch, limit: int) -> None:
     real = kernel_run.kernel_arrays
 
     def arrays(*a, **kw):
-        arrs = real(*a, **kw)
-        arrs["geo"][K.G_STALL_LIMIT] = limit
-        return arrs
+        inputs = real(*a, **kw)
+        inputs.geo[K.G_STALL_LIMIT] = limit
+        return inputs
 
     monkeypatch.setattr(kernel_run, "kernel_arrays", arrays)
     monkeypatch.setenv("SIM_NO_CACHE", "1")

@@ -1,6 +1,7 @@
-"""A tile problem plus its mapping → the plain arrays the Numba engine
-(:func:`sim.model.kernels.engine.run_tiled`) reads: geometry, operand descriptors, per-core
-ranges, the compute table and the float parameters."""
+"""A tile problem plus its mapping → the arrays the Numba engine
+(:func:`sim.model.kernels.engine.run_tiled`) reads, as a
+:class:`~sim.model.kernels.io.KernelInputs`: geometry, operand descriptors, per-core ranges,
+the compute table and the float parameters."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ import numpy as np
 import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.lower import raster_group
+from sim.model.kernels.io import KernelInputs
 from sim.model.mapper.search import b_copies_group, block_ranges, footprint_bytes
 from sim.spec.chip import ChipSpec
 
@@ -40,8 +42,10 @@ def operand_bases(prob: TileProblem) -> tuple[float, float, float, float]:
     return 0.0, base_b, base_c, base_c + _align(c_total)
 
 
-def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases=None) -> dict:
-    """Everything :func:`sim.model.kernels.engine.run_tiled` reads, as NumPy arrays.
+def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases=None) -> KernelInputs:
+    """Everything :func:`sim.model.kernels.engine.run_tiled` reads besides the DRAM model,
+    as NumPy arrays in a :class:`~sim.model.kernels.io.KernelInputs` (its ``P``: the cores
+    the run uses, ``geo[G_P]``).
 
     ``bases`` fixes the operand addresses (a shortened copy of a problem keeps the full
     problem's layout, so DRAM bank and row behaviour is the same)."""
@@ -146,7 +150,7 @@ def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases
     # latency of each other are served by one multicast pull
     fp[K.F_MULTICAST_WINDOW] = 4.0 * max(fp[K.F_L2_LATENCY_CYCLES], 64.0)
     ctab = compute_table(prob, mapping, ranges if not cyclic else None)
-    return dict(geo=geo, desc=desc, ranges=ranges, ctab=ctab, fp=fp, P=P)
+    return KernelInputs(geo=geo, desc=desc, ranges=ranges, ctab=ctab, fp=fp)
 
 
 def compute_table(prob: TileProblem, mapping, ranges) -> np.ndarray:

@@ -18,6 +18,7 @@ import sim.model.kernels.engine as K
 import sim.model.kernels.probe as KP
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import kernel_arrays
+from sim.model.kernels.io import KernelOutputs, ProbeSamples
 from sim.model.mapper.search import Mapping
 from sim.model.memory.dram import DramParams
 from sim.spec.chip import ChipSpec
@@ -75,9 +76,12 @@ def _dram_params(spec):
     return params, params.to_array()
 
 
-def _digest(inputs) -> bytes:
+def _digest(arrays) -> bytes:
+    """A run's memo key: every array the kernel reads, in order (a run's KernelInputs
+    fields, then the DRAM parameters, then a probed run's probes), by dtype, shape and
+    bytes."""
     h = hashlib.blake2b(digest_size=20)
-    for a in inputs:
+    for a in arrays:
         a = np.ascontiguousarray(a)
         h.update(str((a.dtype.str, a.shape)).encode())
         h.update(a.tobytes())
@@ -106,12 +110,11 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
     leads to the same mapping, a name) share one run - the common case in a sweep.
     ``bases`` fixes the operand addresses; ``tile_limit`` (> 0) stops after that many
     output tiles (cyclic mode)."""
-    arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
-    arrs["geo"][K.G_TILE_LIMIT] = tile_limit
-    P = arrs["P"]
+    inputs = kernel_arrays(chip, prob, mapping, ideal, bases)
+    inputs.geo[K.G_TILE_LIMIT] = tile_limit
+    P = inputs.P
     params, p = _dram_params(chip.memory.dram)
-    inputs = (arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p)
-    key = _digest(inputs)
+    key = _digest((*inputs, p))
     hit = _RUN_CACHE.get(key)
     if hit is not None:
         _RUN_CACHE.move_to_end(key)
@@ -120,17 +123,15 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
     if stored is not None:
         run = KernelRun(**stored)
     else:
-        progress.engine_run_started(_run_size(prob, arrs["geo"], tile_limit))
+        progress.engine_run_started(_run_size(prob, inputs.geo, tile_limit))
         state = params.new_state()
-        stats = np.zeros((P, K.S_LEN))
-        hist = np.zeros((P, 8), dtype=np.int64)
-        out_time = np.zeros(1)
-        K.run_tiled(*inputs[:5], p, state, stats, hist, out_time)
-        if out_time[0] < 0.0:
-            _raise_stall(prob, mapping, out_time[0])
+        out = KernelOutputs.zeros(P)
+        K.run_tiled(inputs, p, state, out)
+        if out.out_time[0] < 0.0:
+            _raise_stall(prob, mapping, out.out_time[0])
         # callers read only the DRAM statistics (the state's last array)
-        run = KernelRun(stats=stats, hist=hist, makespan=float(out_time[0]), dram_stats=state[-1], P=P,
-                        geo=arrs["geo"], ranges=arrs["ranges"])
+        run = KernelRun(stats=out.stats, hist=out.hist, makespan=float(out.out_time[0]), dram_stats=state[-1], P=P,
+                        geo=inputs.geo, ranges=inputs.ranges)
         run_cache.store(key, {"stats": run.stats, "hist": run.hist, "makespan": run.makespan,
                               "dram_stats": run.dram_stats, "P": run.P, "geo": run.geo, "ranges": run.ranges})
     _remember(key, run)
@@ -161,9 +162,9 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
     ``run_kernel(..., tile_limit=probe.tiles)``.  With ``steady_tolerance`` > 0 the run
     ends at the first checked probe whose last two checked intervals grow alike within it
     (later probes are then missing from the answer).  Remembered like :func:`run_kernel`."""
-    arrs = kernel_arrays(chip, prob, mapping, ideal, bases)
-    arrs["fp"][K.F_STEADY_TOL] = steady_tolerance
-    P = arrs["P"]
+    inputs = kernel_arrays(chip, prob, mapping, ideal, bases)
+    inputs.fp[K.F_STEADY_TOL] = steady_tolerance
+    P = inputs.P
     tiles = [q.tiles for q in probes]
     if mapping.distribution != "cyclic" or tiles != sorted(set(tiles)) or (tiles and tiles[0] < P):
         # the first P tiles are dealt at the start, before any core can ask for one
@@ -174,8 +175,7 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
         pr[i, KP.PR_TILES] = q.tiles
         pr[i, KP.PR_CHECK] = q.rounds is not None
         pr[i, KP.PR_ROUNDS] = q.rounds or 0
-    inputs = (arrs["geo"], arrs["desc"], arrs["ranges"], arrs["ctab"], arrs["fp"], p, pr)
-    key = _digest(inputs)
+    key = _digest((*inputs, p, pr))
     found = _RUN_CACHE.get(key)
     if found is not None:
         _RUN_CACHE.move_to_end(key)
@@ -184,18 +184,17 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
         if stored is not None:
             found = stored
         else:
-            progress.engine_run_started(_run_size(prob, arrs["geo"], tiles[-1] if tiles else 0)
+            progress.engine_run_started(_run_size(prob, inputs.geo, tiles[-1] if tiles else 0)
                                         + f", {len(tiles)} samples drained from it")
             state = params.new_state()
-            n, dl = len(pr), len(state[-1])
-            samples = (np.zeros((n, P, K.S_LEN)), np.zeros((n, P, 8), dtype=np.int64), np.zeros(n), np.zeros((n, dl)))
+            samples = ProbeSamples.zeros(len(pr), P, len(state[-1]))
             out_time = np.zeros(1)
-            taken = int(KP.run_tiled_probed(*inputs[:5], p, state, out_time, pr, samples))
+            taken = int(KP.run_tiled_probed(inputs, p, state, out_time, pr, samples))
             if out_time[0] < 0.0:
                 _raise_stall(prob, mapping, out_time[0])
-            found = {"P": P, "geo": arrs["geo"], "ranges": arrs["ranges"], "tiles": pr[:taken, 0],
-                     "stats": samples[0][:taken], "hist": samples[1][:taken], "makespan": samples[2][:taken],
-                     "dram_stats": samples[3][:taken]}
+            found = {"P": P, "geo": inputs.geo, "ranges": inputs.ranges, "tiles": pr[:taken, 0],
+                     "stats": samples.stats[:taken], "hist": samples.hist[:taken],
+                     "makespan": samples.makespan[:taken], "dram_stats": samples.dram_stats[:taken]}
             run_cache.store(key, found)
         _remember(key, found)
     out = {}

@@ -32,7 +32,8 @@ each operand, one compute of the tile on the core's arrays):
 
 Time is counted in core clock cycles (float64 holding whole numbers for compute, so the
 stall-free case is exact); the DRAM model works in nanoseconds and is converted at the
-call.  Only arrays and scalars cross the boundary.
+call.  Only arrays and scalars cross the boundary, the entry points' arrays grouped in the
+named tuples of :mod:`~sim.model.kernels.io` (``KernelInputs``, ``KernelOutputs``).
 
 Modules: :mod:`~sim.model.kernels.layout` (array layouts), :mod:`~sim.model.kernels.steps`
 (the heap and step decoding), :mod:`~sim.model.kernels.transfers` (L2, DMA, loads and
@@ -345,17 +346,21 @@ def _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cycl
 
 
 @kernel
-def run_tiled(geo, desc, ranges, ctab, fp, dram_p, dram_state, stats, hist, out_time):
-    """Simulate the tile nest; fill ``stats`` [P, S_LEN] and ``hist`` [P, 8]; return the makespan in cycles
-    (negative, -1 - the cycle it stopped at, when the progress guard found a livelock).
+def run_tiled(inputs, dram_p, dram_state, outputs):
+    """Simulate the tile nest that ``inputs`` (a :class:`~sim.model.kernels.io.KernelInputs`)
+    describes; fill ``outputs`` (a :class:`~sim.model.kernels.io.KernelOutputs`: ``stats``
+    [P, S_LEN], ``hist`` [P, 8], ``out_time`` [1], the makespan); return the makespan in
+    cycles (negative, -1 - the cycle it stopped at, when the progress guard found a livelock).
 
-    ``ctab`` [P or 1, 16] holds the compute cycles of one step for each combination of
-    (m edge, k edge, n edge) tile, index em*4 + ek*2 + en, then (index + 8) the tail that
-    step pays when it ends an output-tile visit (an array's fill/drain when k-steps chain).  ``out_time`` [1] receives the
-    makespan as well (for symmetry with callers that pass buffers).
+    ``inputs.ctab`` [P or 1, 16] holds the compute cycles of one step for each combination
+    of (m edge, k edge, n edge) tile, index em*4 + ek*2 + en, then (index + 8) the tail that
+    step pays when it ends an output-tile visit (an array's fill/drain when k-steps chain).
 
-    :func:`new_state` allocates the state; :func:`_event_loop` runs the simulation on it.
+    :func:`new_state` allocates the state; :func:`_event_loop` runs the simulation on it
+    (the named tuples are unpacked here: the loop and its helpers take plain arrays).
     """
+    geo, desc, ranges, ctab, fp = inputs
+    stats, hist, out_time = outputs
     stages, cyclic, cur, prev, tmp, dma, l2, mc, xs, ws, core, hk, hc, lp = new_state(geo, ranges, fp, dram_p,
                                                                                     dram_state, stats)
     return _event_loop(geo, desc, ranges, ctab, fp, stats, hist, out_time, stages, cyclic, cur, prev, tmp, dma,
