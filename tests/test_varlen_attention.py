@@ -98,3 +98,36 @@ def test_within_bound_of_chunk_attn(h200, stack, name, chunks, measured):
     assert abs(err) <= BOUND, (name, f"{err:+.3f}")
     if name in FITTED:
         assert abs(err) <= 0.03, (name, err)
+
+
+def test_sim_run_prices_the_chunks_as_serve_does(h200):
+    """Issue 13: ``sim run``'s path (build_iteration + run_trace, as ``sim validate``'s mixed
+    iterations) under a varlen profile prices an iteration's prompt chunks as ONE launch per layer,
+    the time ``sim serve``'s LatencyModel gives the same chunks; the decodes keep their kernel.
+    Without prefill_varlen (eager_pytorch) each prompt group keeps its own kernel."""
+    from sim.apps.inference import run_trace
+    from sim.apps.serving.latency import LatencyModel
+    from sim.model.workload.llm import Iteration, Precision, Sequence, build_iteration
+    from sim.model.workload.models import load_model_spec
+
+    spec = load_model_spec("llama3-8b")
+    chunks = [(100, 0), (64, 1024), (256, 300)]
+    seqs = tuple(Sequence(n, p) for n, p in chunks) + (Sequence(1, 700),) * 5
+    trace = build_iteration(spec, Iteration(seqs), precision=Precision(dtype="bf16"))
+    res = run_trace(h200, trace, stack="graph_serving_loop", dtype="bf16")
+    attn = [o for o in res.ops if o["source_op"] == "attn.core"]
+    varlen = [o for o in attn if o["op"] == "attn.core.varlen"]
+    assert len(varlen) == 1 and varlen[0]["repeat"] == spec.num_layers and varlen[0]["launches"] == 1
+    assert varlen[0]["varlen_chunks"] == 3
+    # the decodes' kernel is still there, one per layer
+    assert [(o["op"], o["repeat"]) for o in attn if o is not varlen[0]] == [("attn.core", spec.num_layers)]
+    lm = LatencyModel(h200, spec, stack="graph_serving_loop", cache_dir=False)
+    serve = lm.varlen_prefill_attention(chunks)
+    assert varlen[0]["total_seconds"] == pytest.approx(serve.seconds, rel=1e-12)
+    # its work is the chunks' own kernels' (serve interpolates them on its grid: close, not equal)
+    assert varlen[0]["flops"] * varlen[0]["repeat"] == pytest.approx(serve.flops, rel=0.01)
+    assert varlen[0]["repeat"] == serve.kernels
+
+    eager = run_trace(h200, trace, stack="eager_pytorch", dtype="bf16")
+    ops = [o["op"] for o in eager.ops if o["source_op"] == "attn.core"]
+    assert "attn.core.varlen" not in ops and ops.count("attn.core") == 4   # 3 prompt groups + the decodes

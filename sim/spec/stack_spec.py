@@ -65,8 +65,8 @@ class AttentionRule(_Frozen):
     prefill_varlen: bool = Field(
         default=False, description="one varlen kernel per layer serves every prompt chunk of an iteration "
                                    "(one launch; its programs are every chunk's query blocks x heads, each "
-                                   "walking its own chunk's keys); needs prefill_tiles. Only sim serve groups "
-                                   "an iteration's chunks")
+                                   "walking its own chunk's keys); needs prefill_tiles. sim serve and sim run "
+                                   "(run_trace) both group an iteration's chunks")
     prefill_latency: VarlenLatency | None = Field(
         default=None, description="per-program latency of the varlen kernel (needs prefill_varlen); None: "
                                   "programs as fast as the engine's tile work, one per core")
