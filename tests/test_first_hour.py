@@ -375,3 +375,28 @@ def test_a_sweep_of_the_smallest_model_runs_with_the_default_prompt(tmp_path):
     big = run("{model: llama3-8b, phase: decode, context_len: 64}", "big")
     big_explicit = run("{model: llama3-8b, phase: decode, context_len: 64, prompt_len: 2048}", "big-explicit")
     assert list(big["hash"]) == list(big_explicit["hash"])
+
+
+@pytest.mark.parametrize("kind", ["validate", "run", "serve"])
+def test_long_commands_report_progress_when_stderr_is_not_a_terminal(tmp_path, kind):
+    """Issue 14: `sim validate` printed nothing for 7 min 50 s into a log; every long command
+    reports progress on stderr whether or not it is a terminal (a line every 10 s in a log,
+    the start and the end always), counting what the user asked for. Here stderr is a pipe."""
+    if kind == "validate":
+        cases = tmp_path / "cases.csv"
+        cases.write_text("kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,"
+                         "measured_ms\ncopy,bf16,,,,,,,,,,,,,1048576,0.01\ncopy,bf16,,,,,,,,,,,,,2097152,0.02\n")
+        proc = sim("validate", "h200_sxm", str(cases), "--out", str(tmp_path / "v"), "-j", "1")
+        assert "validate" in proc.stderr and "2/2" in proc.stderr, proc.stderr[-800:]
+    elif kind == "run":
+        proc = sim("run", "npu_128x128", "tiny", "--phase", "generate", "--prompt-len", "16", "--new-tokens", "40")
+        assert "decode steps" in proc.stderr and "/40" in proc.stderr, proc.stderr[-800:]
+    else:
+        proc = sim("serve", "npu_128x128", "tiny", "--num-requests", "8", "--prompt", "16", "--output", "4")
+        assert "serve" in proc.stderr and "sim s" in proc.stderr, proc.stderr[-800:]
+    # -q: results and errors only
+    quiet = {"validate": ["validate", "h200_sxm", str(tmp_path / "cases.csv"), "--out", str(tmp_path / "q"), "-j", "1"],
+             "run": ["run", "npu_128x128", "tiny", "--phase", "generate", "--prompt-len", "16", "--new-tokens", "40"],
+             "serve": ["serve", "npu_128x128", "tiny", "--num-requests", "8", "--prompt", "16", "--output", "4"]}[kind]
+    err = sim(*quiet, "-q").stderr
+    assert "sim s" not in err and "decode steps" not in err and "validate:" not in err, err[-800:]

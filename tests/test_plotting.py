@@ -147,3 +147,55 @@ def test_pareto_axis_of_a_narrow_spread_starts_at_zero(tmp_path, monkeypatch):
     P.pareto(df.assign(energy_per_token_j=[1.0, 0.7, 0.5, 0.4]), tmp_path / "wide.png", x="area_mm2",
              y="energy_per_token_j")
     assert figs[-1][0] > 0.0
+
+
+def _spy_figures(monkeypatch, module):
+    """The matplotlib figures ``module`` saves (kept open for inspection)."""
+    kept = []
+    orig = module._save
+
+    def spy(fig, path):
+        kept.append(fig)
+        return orig(fig, path)
+
+    monkeypatch.setattr(module, "_save", spy)
+    return kept
+
+
+def test_validation_scatter_puts_bands_under_points_encodes_format_and_states_the_totals(tmp_path, monkeypatch):
+    """Issue 14: the bands were drawn over the points, the number format was not encoded and
+    the overall median / p90 were not shown."""
+    import pandas as pd
+
+    from sim.apps.plotting import validation_figures as V
+
+    kept = _spy_figures(monkeypatch, V)
+    df = pd.DataFrame({"kind": ["gemm", "gemm", "attention", "copy"], "dtype": ["bf16", "fp8", "bf16", "uint8"],
+                       "measured_ms": [1.0, 2.0, 0.5, 0.1], "predicted_ms": [1.1, 1.8, 0.5, 0.13],
+                       "error_pct": [10.0, -10.0, 0.0, 30.0]})
+    V.validation_scatter(df, tmp_path / "s.png", "cases")
+    ax = kept[0].axes[0]
+    bands = [c for c in ax.collections if c.get_label() in ("±10 %", "±25 %")]
+    points = [c for c in ax.collections if len(c.get_offsets()) and c not in bands]
+    assert len(bands) == 2 and points
+    assert max(b.get_zorder() for b in bands) < min(p.get_zorder() for p in points)
+    # one marker per number format: bf16 / fp8 / uint8 points have three different paths
+    assert len({p.get_paths()[0].vertices.tobytes() for p in points}) == 3
+    text = " ".join(t.get_text() for t in ax.texts)
+    err = df["error_pct"].abs()
+    assert f"median |err| {err.median():.1f} %" in text and f"p90 {err.quantile(0.9):.1f} %" in text
+
+
+def test_roofline_ridge_labels_sit_above_the_op_markers(tmp_path, run, monkeypatch):
+    """Issue 14: ridge labels were hidden under the op markers."""
+    from sim.apps.plotting import run_figures as R
+
+    chip, res, _ = run
+    kept = _spy_figures(monkeypatch, R)
+    R.roofline(res["ops"], chip, tmp_path / "roof.png")
+    ax = kept[0].axes[0]
+    ridges = [t for t in ax.texts if t.get_text().startswith("ridge")]
+    markers = [c for c in ax.collections if len(c.get_offsets())]
+    assert ridges and markers
+    assert min(t.get_zorder() for t in ridges) > max(c.get_zorder() for c in markers)
+    assert all(t.get_bbox_patch() is not None for t in ridges)  # on a white ground

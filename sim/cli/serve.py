@@ -219,7 +219,7 @@ def run(args) -> int:
                 graphs=args.graphs,
                 max_queue=args.max_queue, drain_s=args.drain, slos=_slos(args),
                 price_per_chip_hour=args.price_per_chip_hour,
-                progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+                progress=not args.no_progress and not args.json,  # a terminal or not (issue 14): rate-limited when not
                 model_set=getattr(args, "model_set", None))
     if args.out:
         res.save(args.out)

@@ -94,7 +94,10 @@ class EventLoop:
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=round(last_arrival, 1), unit="sim s", file=sys.stderr, desc="serve", leave=False)
+            tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+            # in a terminal a live bar; in a log a line every 10 s, as sim run and sim validate do
+            bar = tqdm(total=round(last_arrival, 1), unit="sim s", file=sys.stderr, desc="serve", leave=not tty,
+                       mininterval=0.5 if tty else 10.0)
         env.process(self.arrivals())
         for r in self.replicas:
             env.process(self.replica(r))
