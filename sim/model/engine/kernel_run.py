@@ -88,7 +88,7 @@ def _digest(arrays) -> bytes:
     return h.digest()
 
 
-def _run_size(prob: TileProblem, geo: np.ndarray, tile_limit: int) -> str:
+def _run_size(prob: TileProblem, tile_limit: int) -> str:
     """An engine run's size in words, for progress: its (sampled) problem, and the output
     tiles it stops at in cyclic mode."""
     size = f"m x k x n {prob.m:,} x {prob.k:,} x {prob.n:,}" + (f", {prob.count:,} instances" if prob.count > 1 else "")
@@ -123,7 +123,8 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
     if stored is not None:
         run = KernelRun(**stored)
     else:
-        progress.engine_run_started(_run_size(prob, inputs.geo, tile_limit))
+        if progress.active():
+            progress.engine_run_started(_run_size(prob, tile_limit))
         state = params.new_state()
         out = KernelOutputs.zeros(P)
         K.run_tiled(inputs, p, state, out)
@@ -184,8 +185,9 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
         if stored is not None:
             found = stored
         else:
-            progress.engine_run_started(_run_size(prob, inputs.geo, tiles[-1] if tiles else 0)
-                                        + f", {len(tiles)} samples drained from it")
+            if progress.active():
+                progress.engine_run_started(_run_size(prob, tiles[-1] if tiles else 0)
+                                            + f", {len(tiles)} samples drained from it")
             state = params.new_state()
             samples = ProbeSamples.zeros(len(pr), P, len(state[-1]))
             out_time = np.zeros(1)

@@ -47,6 +47,12 @@ def listening(callback: Callable[[EngineProgress], None]) -> Iterator[None]:
         _listeners.remove(callback)
 
 
+def active() -> bool:
+    """Whether anyone listens: callers build their progress text only then (the engine's
+    loop should not format strings nobody reads)."""
+    return bool(_listeners)
+
+
 def op_started(op: str) -> None:
     """The engine starts on ``op``: its count of engine runs starts at 0."""
     if _listeners:

@@ -147,7 +147,8 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     best = None
     ran = []  # (result, (key, kernel run), (problem, mapping, split, plan)) of each candidate simulated
     for index, (est, p, mapping, split) in enumerate(cands):
-        progress.candidate_started(op.name, index, len(cands), _tile_words(mapping, split))
+        if progress.active():
+            progress.candidate_started(op.name, index, len(cands), _tile_words(mapping, split))
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
                                                             candidates_simulated=len(cands)))
         if too_costly_skipped:
@@ -227,7 +228,8 @@ def _best_in_full(chip: ChipSpec, op, options: Options, lowered: LoweredOp, ran:
         res, (key, kernel), (p, mapping, split, plan) = ran[i]
         if not unsteady_and_affordable(kernel, plan):
             return res, (key, kernel)
-        progress.candidate_started(op.name, i, len(ran), _tile_words(mapping, split) + ", in full")
+        if progress.active():
+            progress.candidate_started(op.name, i, len(ran), _tile_words(mapping, split) + ", in full")
         full = run_kernel(chip, p, mapping, ideal)
         res, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, full)
         ran[i] = (res, (key, kernel), (p, mapping, split, None))
@@ -393,7 +395,8 @@ def distinct_k_tiles_first(cands: list) -> list:
         if c[2].tile_k not in seen:
             seen.add(c[2].tile_k)
             firsts.append(c)
-    return firsts + [c for c in cands if not any(c is f for f in firsts)]
+    taken = {id(c) for c in firsts}
+    return firsts + [c for c in cands if id(c) not in taken]
 
 
 def _split_k_reduction(op, split: int) -> VectorOp:
