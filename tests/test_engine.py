@@ -353,6 +353,9 @@ def test_unsteady_samples_fall_back_on_full_simulation(monkeypatch):
     itself; a problem above the bound is extrapolated and flagged ``steady: false``."""
     chip = load_chip("edge_npu")
     op = Attention("a", 1, 32, 8, 128, 2048, 2048, causal=True, dtype="int8")
+    # its samples cost more than half its full run, so it is not sampled at all
+    # (test_samples_that_cost_about_a_full_run_are_not_taken): sample it anyway
+    monkeypatch.setattr(X, "SAMPLES_WORTH_AT_MOST", float("inf"))
     R.clear_cache()
     kept = simulate(chip, op)
     assert kept.details["extrapolated"] is None
@@ -366,6 +369,62 @@ def test_unsteady_samples_fall_back_on_full_simulation(monkeypatch):
     flagged = simulate(chip, op)
     assert flagged.details["extrapolated"] is not None and flagged.details["extrapolated"]["steady"] is False
     assert abs(flagged.cycles / full.cycles - 1) > 0.05   # what the fallback avoids
+    R.clear_cache()
+
+
+def test_samples_that_cost_about_a_full_run_are_not_taken(monkeypatch):
+    """A problem whose first three samples would cost at least SAMPLES_WORTH_AT_MOST of its
+    full run is simulated in full: a sample along k still writes the whole output, so the
+    samples of a 2048x4096x28672 bf16 GEMM on h200_sxm (k tiles 2..10 of 64) cost more than
+    its full run.  The sample work shrinks with the sample exactly where the operands' bytes
+    do: the full round count gives the whole problem's work (closed form)."""
+    chip = load_chip("h200_sxm")
+    op = Gemm("up", 2048, 4096, 28672, dtype="bf16")
+    R.clear_cache()
+    full = simulate(chip, op)
+    assert full.details["extrapolated"] is None
+    lowered = lower_op(chip, op, Options(), chip.cores.count)
+    cands = R._candidates(chip, lowered, chip.cores.count, memory_budget(chip, False), 1, False)
+    _, prob, mapping, _ = cands[0]
+    worth = X.SAMPLES_WORTH_AT_MOST
+    monkeypatch.setattr(X, "SAMPLES_WORTH_AT_MOST", float("inf"))
+    plan = X.extrapolation_plan(chip, prob, mapping, False)
+    assert plan is not None and plan.dim == "k"
+    assert X._dim_sample_work(chip, prob, mapping, False, plan, plan.rounds) == pytest.approx(plan.work)
+    rounds = X.sample_rounds(plan.samples, plan.rounds, True)[:3]
+    work = sum(X._dim_sample_work(chip, prob, mapping, False, plan, r) for r in rounds)
+    # each sample writes the whole 117 MB output: more than the share of k it reads
+    assert work > sum(rounds) / plan.rounds * plan.work
+    assert work >= worth * plan.work
+    R.clear_cache()
+
+
+def test_samples_along_a_dim_lie_several_refresh_intervals_apart(monkeypatch):
+    """Samples closer than a few tREFI agree by chance (how many refreshes fall between them
+    decides their growth): a Llama-3-8B decode gate_up (batch 8) on h200_sxm, sampled 2-4 of
+    its 64 k tiles apart, agreed and missed its full run by -13 %.  Held
+    REFRESH_INTERVALS_PER_SPACING tREFI apart (closed form below), its answer is the full
+    simulation's within 1 %."""
+    chip = load_chip("h200_sxm")
+    op = Gemm("gate_up", 8, 4096, 28672, dtype="bf16")
+    lowered = lower_op(chip, op, Options(), chip.cores.count)
+    _, prob, mapping, _ = R._candidates(chip, lowered, chip.cores.count, memory_budget(chip, False), 1, False)[0]
+    t_refi_ns = 3900.0  # h200_sxm's HBM3E, JESD238
+    per_round = mapping.estimated_cycles / 64
+    assert X._min_spacing(chip, mapping, False, 64) == math.ceil(
+        X.REFRESH_INTERVALS_PER_SPACING * t_refi_ns * 1e-9 * chip.clock_hz / per_round)
+    assert X._min_spacing(chip, mapping, True, 64) == 1   # ideal memory has no refresh
+    R.clear_cache()
+    kept = simulate(chip, op)
+    monkeypatch.setattr(X, "EXTRAPOLATE", False)
+    R.clear_cache()
+    full = simulate(chip, op)
+    assert kept.cycles == pytest.approx(full.cycles, rel=0.01)
+    monkeypatch.setattr(X, "EXTRAPOLATE", True)
+    monkeypatch.setattr(X, "REFRESH_INTERVALS_PER_SPACING", 0)
+    R.clear_cache()
+    close = simulate(chip, op)
+    assert close.details["extrapolated"] is not None and close.cycles < 0.95 * full.cycles  # what it avoids
     R.clear_cache()
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import operand_bases
-from sim.model.engine.kernel_run import KernelRun, Probe, run_kernel, run_kernel_probed
+from sim.model.engine.kernel_run import KernelRun, Probe, dram_params, run_kernel, run_kernel_probed
 from sim.model.engine.lower import FIDELITY, raster_group
 from sim.model.mapper.search import Mapping, footprint_bytes
 from sim.spec.chip import ChipSpec
@@ -59,6 +59,29 @@ HUGE_WORK = 120_000_000
 #: chunks (hours); both problems' plans now cost under 6e7.  Problems of at most
 #: HUGE_WORK are untouched
 SAMPLE_BUDGET = 100_000_000
+#: a problem whose first three samples along a dim (the fewest the steady-state check runs)
+#: would cost at least this share of its full run's work is simulated in full: sampling
+#: could save at most half the engine time, and a full run is exact.  A sample along k keeps
+#: the whole output (written once per sample) and every sample keeps its per-tile fill and
+#: drain, so short samples are not cheap: on the 2-core build machine (2026-12-05) a
+#: Llama-3-8B 2k-prefill gate_up GEMM (2048x4096x28672 bf16) on h200_sxm sampled at 2..10 of
+#: its 64 k tiles took 0.63-0.83 s against 0.49-0.54 s in full, and its steady
+#: extrapolations missed the full run by -3.3 .. +0.9 %
+SAMPLES_WORTH_AT_MOST = 0.5
+#: consecutive samples along a dim (k, m, n or count) lie at least this many DRAM refresh
+#: intervals (tREFI) apart in expected time: a refresh blocks a channel for tRFC (~9 % of
+#: tREFI on HBM3), so the growth between two samples closer than a few tREFI depends on how
+#: many refreshes happen to fall in between, and three such samples can agree by chance.
+#: Measured on the 2-core build machine (2026-12-05) on h200_sxm, against full runs: a
+#: Llama-3-8B decode's (batch 8, 4k context) k samples 2-4 k tiles apart agreed and missed by
+#: -13 % (gate_up, 8x64 tile), -11 % and -7 % (lm_head); a Llama-3-70B TP8 decode lm_head
+#: (32x64 tile) grew by 16-36 cycles per k element over spacings of three 64-element k tiles
+#: (~5,000 cycles, under one 6,435-cycle tREFI), by 22-25 with refresh off, and its line
+#: missed by -16 %.  Samples in whole waves (WavePlan) are not held to it: every wave-plan
+#: extrapolation of those runs and of a 70B TP8 4k prefill landed within -3.7 .. +4.0 % of
+#: its full run (the GEMMs within 0.2 %), and holding them to it made the 70B TP8 generate
+#: benchmark several times slower (longer probed runs of every vector op)
+REFRESH_INTERVALS_PER_SPACING = 8
 
 
 @dataclass(frozen=True)
@@ -137,6 +160,17 @@ def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[s
     return out
 
 
+def _min_spacing(chip: ChipSpec, mapping: Mapping, ideal: bool, rounds: int) -> int:
+    """The fewest rounds (or waves) of ``rounds`` between two samples: what spans
+    REFRESH_INTERVALS_PER_SPACING refresh intervals at the mapping's estimated time per round
+    (1 with ideal memory or no refresh)."""
+    t_refi_ns = 0.0 if ideal else dram_params(chip.memory.dram)[0].t_refi_ns
+    if t_refi_ns <= 0:
+        return 1
+    per_round_cycles = max(mapping.estimated_cycles, 1.0) / max(1, rounds)
+    return max(1, math.ceil(REFRESH_INTERVALS_PER_SPACING * t_refi_ns * 1e-9 * chip.clock_hz / per_round_cycles))
+
+
 def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
                        fidelity: str = "high") -> DimPlan | WavePlan | None:
     """How to shorten a large problem, or None to simulate it in full."""
@@ -163,7 +197,10 @@ def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, idea
         period = math.ceil(min(raster_group(P), tm) * tn / P) if (prob.count == 1 and tm > 1) else 1
         w1 = max(fid["min_sample_rounds"][0], period)
         w2 = int(max(w1 + period, fid["min_sample_rounds"][1], sample / max(work / waves, 1.0)))
-        aligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), work=work) if 4 * w2 <= waves else None
+        # the steady-state check's first three samples (w1, w2, 2 w2 - w1) fit in half the
+        # waves (sample_rounds); one probed run draws them all
+        fits = 2 * w2 - w1 <= waves // 2
+        aligned = WavePlan(tiles=tiles, cores=P, waves=waves, samples=(w1, w2), work=work) if fits else None
         if aligned is not None and not too_costly(aligned, fidelity):
             return aligned
         w1 = fid["min_sample_rounds"][0]
@@ -183,7 +220,15 @@ def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, idea
     dim, rs, rounds = best
     r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
     r1 = max(fid["min_sample_rounds"][0], r2 // 4)
+    if work <= HUGE_WORK:
+        r2 = max(r2, r1 + _min_spacing(chip, mapping, ideal, rounds))
+        if 4 * r2 > rounds:
+            return unaligned  # samples far enough apart do not fit: simulate in full
     plan = DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2), work=work)
+    if unaligned is None and not is_huge(plan) and sum(
+            _dim_sample_work(chip, prob, mapping, ideal, plan, r)
+            for r in sample_rounds(plan.samples, rounds, True)[:3]) >= SAMPLES_WORTH_AT_MOST * work:
+        return None
     if too_costly(plan, fidelity):
         # the samples, each a long problem along the other dims, are extrapolated in turn
         inner = _sample_plan(chip, prob, mapping, ideal, plan, max(sample_rounds(plan.samples, rounds,
@@ -193,6 +238,24 @@ def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, idea
     if unaligned is not None and too_costly(plan, fidelity) and not too_costly(unaligned, fidelity):
         return unaligned  # whole waves of a huge cyclic problem cost less than rounds along the dim
     return plan
+
+
+def _dim_sample_work(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, plan: DimPlan,
+                     r: int) -> float:
+    """The engine work (as ``plan.work``: core tile steps or DRAM chunks) of the ``r``-round
+    sample along ``plan.dim``: core steps and the DRAM bytes of the operands the dim indexes
+    shrink with it; an operand it does not index (a k sample's output) is moved whole."""
+    full = getattr(prob, plan.dim)
+    share = (r * plan.round_size + full - plan.rounds * plan.round_size) / max(1, full)
+    steps = _max_core_steps(prob, mapping) * share
+    if ideal:
+        return steps
+    dims = {"a": prob.a_dims, "b": prob.b_dims, "c": prob.c_dims}
+    whole = sum(float(footprint_bytes(prob, w, prob.m, prob.n, prob.k, prob.count))
+                for w in ("a", "b", "c") if (w != "b" or prob.has_b) and plan.dim != "count" and plan.dim not in dims[w])
+    total = mapping.estimated_dram_bytes
+    whole = min(whole, total)
+    return max(steps, (whole + (total - whole) * share) / max(1, chip.memory.dram.interleave_bytes))
 
 
 def _sample_problem(prob: TileProblem, mapping: Mapping, plan: DimPlan, r: int) -> tuple[TileProblem, Mapping]:
