@@ -68,11 +68,27 @@ def _sum_compute_parts(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
 
 def _visits(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk):
     """Visits of each output tile under a loop order: 1 when its k-steps run back to
-    back (k inside every loop over C's dims), else the trips of the loops between."""
+    back (k inside every loop over C's dims), else the trips of the loops between.  A
+    sequence of orders gives one row per order (see :func:`_reload_factor`)."""
     if not prob.reduction:
         return np.ones(np.broadcast(mt, nt, kt).shape)
     trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
     return _reload_factor(order, prob.c_dims, trips)
+
+
+def _distinct_rows(columns: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The distinct rows of integer ``columns`` (one array per column), in ascending order
+    as Python ints, and each row's index among them: ``np.unique(..., axis=1,
+    return_inverse=True)`` without its sort of structured rows, which costs more than the
+    estimate it serves on a few hundred candidates."""
+    order = np.lexsort(columns[::-1])
+    ordered = [c[order] for c in columns]
+    starts = np.empty(len(order), dtype=bool)
+    starts[:1] = True
+    starts[1:] = np.logical_or.reduce([c[1:] != c[:-1] for c in ordered])
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return list(zip(*(c[starts].tolist() for c in ordered))), inverse
 
 
 @dataclass(frozen=True)
@@ -126,15 +142,16 @@ class MemoryBudget:
         seg, stride = operand_pattern(prob, which, mt, nt, kt)
         if self.dram is None:
             return np.ones(seg.shape)
+        columns = [seg.ravel(), stride.ravel()]
         if in_flight is not None and np.ndim(in_flight) > 0:
             # one window per candidate: the distinct (segment, stride, window) triples
-            win = np.broadcast_to(np.asarray(in_flight), seg.shape)
-            trip, inv = np.unique(np.stack([seg.ravel(), stride.ravel(), win.ravel()]), axis=1, return_inverse=True)
-            vals = np.array([stream_efficiency(self.dram, int(a), int(b), int(w)) for a, b, w in trip.T])
-            return vals[np.asarray(inv).ravel()].reshape(seg.shape)
-        pairs, inv = np.unique(np.stack([seg.ravel(), stride.ravel()]), axis=1, return_inverse=True)
-        vals = np.array([stream_efficiency(self.dram, int(a), int(b), in_flight) for a, b in pairs.T])
-        return vals[np.asarray(inv).ravel()].reshape(seg.shape)
+            columns.append(np.broadcast_to(np.asarray(in_flight), seg.shape).ravel())
+            patterns, inv = _distinct_rows(columns)
+            vals = np.array([stream_efficiency(self.dram, a, b, w) for a, b, w in patterns])
+        else:
+            patterns, inv = _distinct_rows(columns)
+            vals = np.array([stream_efficiency(self.dram, a, b, in_flight) for a, b in patterns])
+        return vals[inv].reshape(seg.shape)
 
     def shared_by(self, blocks: int) -> "MemoryBudget":
         """One block's share when ``blocks`` run on a core at once: its SRAM (each

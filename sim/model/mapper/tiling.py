@@ -10,6 +10,8 @@ ranked.  :mod:`sim.model.mapper.search` re-exports every name.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from sim.ir.lowered import TileProblem
@@ -117,16 +119,37 @@ def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndar
     return n_el * bpe * inst
 
 
-def _reload_factor(order: str, dims: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
+def _reload_factor(order, dims: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
     """Times an operand's whole footprint is fetched for a loop order: the product of the
     trip counts of loops that do not index it and sit outside its innermost indexing loop
-    (a buffer holding one tile is reloaded whenever one of its indices changes)."""
+    (a buffer holding one tile is reloaded whenever one of its indices changes).  ``order``
+    may be a sequence of loop orders: then one row per order (the mapper estimates every
+    order of a block split in one pass; orders that reload by the same loops share one
+    product)."""
+    if isinstance(order, str):
+        return _trip_product(_reload_loops(order, tuple(dims)), trips)
+    products: dict[tuple[str, ...], np.ndarray] = {}
+    rows = []
+    for one in order:
+        loops = _reload_loops(one, tuple(dims))
+        if loops not in products:
+            products[loops] = _trip_product(loops, trips)
+        rows.append(products[loops])
+    return np.stack(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def _reload_loops(order: str, dims: tuple[str, ...]) -> tuple[str, ...]:
+    """The loops of ``order`` whose trips multiply an operand's reloads (see
+    :func:`_reload_factor`), outer first; a few dozen (order, dims) pairs exist."""
     inner = max((order.index(d) for d in dims), default=-1)
+    return tuple(order[pos] for pos in range(inner) if order[pos] not in dims)
+
+
+def _trip_product(loops: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
     f = np.ones_like(trips["m"])
-    for pos in range(inner):
-        d = order[pos]
-        if d not in dims:
-            f = f * trips[d]
+    for d in loops:
+        f = f * trips[d]
     return f
 
 
@@ -140,7 +163,8 @@ def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
 
 def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
     """:func:`block_traffic` by operand: (A read, B read, partial sums read back, C
-    written) bytes."""
+    written) bytes.  With a sequence of loop orders for ``order``, the terms that depend
+    on it gain a leading axis, one row per order (see :func:`_reload_factor`)."""
     trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
     a = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
     b = (footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
