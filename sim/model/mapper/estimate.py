@@ -39,17 +39,20 @@ def _sum_compute_parts(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
         parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), edge_size)))
     k_edge = parts[2][1][0]
     last_k = (1.0 - k_edge, k_edge)   # which k part holds an output tile's last step
-    # the 8 (full/edge m, n, k) tile shapes in one vectorised call (stacked on axis 0)
+    # the 8 (full/edge m, n, k) tile shapes in one vectorised call, stacked on axis 0 as
+    # m part x 4 + n part x 2 + k part (each dim's sizes set through a (2, 2, 2) view:
+    # six small-array operations, not 24)
     counts, visits = [], []
-    sms, sns, sks = (np.empty((8,) + shape, dtype=np.int64) for _ in range(3))
-    i = 0
-    for (cm, sm) in parts[0]:
-        for (cn, sn) in parts[1]:
-            for j, (ck, sk) in enumerate(parts[2]):
-                counts.append(cm * cn * ck)
-                visits.append(cm * cn * last_k[j])
-                sms[i], sns[i], sks[i] = sm, sn, sk
-                i += 1
+    sms, sns, sks = (np.empty((2, 2, 2) + shape, dtype=np.int64) for _ in range(3))
+    for half, ((_, sm), (_, sn), (_, sk)) in enumerate(zip(*parts)):
+        sms[half], sns[:, half], sks[:, :, half] = sm, sn, sk
+    sms, sns, sks = (sizes.reshape((8,) + shape) for sizes in (sms, sns, sks))
+    for cm, _ in parts[0]:
+        for cn, _ in parts[1]:
+            cmn = cm * cn
+            for j, (ck, _) in enumerate(parts[2]):
+                counts.append(cmn * ck)
+                visits.append(cmn * last_k[j])
     cyc = prob.cycles_fn(sms, sns, sks)
     tail = prob.tail_fn(sms, sns, sks) if prob.tail_fn is not None else None
     total = np.zeros(shape)

@@ -104,6 +104,8 @@ class _Candidates(NamedTuple):
     tile_b_bytes: np.ndarray | None
     tile_c_bytes: np.ndarray
     step_bytes: np.ndarray
+    tiles: list[tuple[int, int, int]]   # each candidate's (m, n, k), to tell distinct tiles
+    volume: np.ndarray        # elements of each candidate tile
 
 
 def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
@@ -177,7 +179,8 @@ def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates
     eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
     eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
     eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
-    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c, tile_a, tile_b, tile_c, step_bytes)
+    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c, tile_a, tile_b, tile_c, step_bytes,
+                       list(zip(MT.tolist(), NT.tolist(), KT.tolist())), MT * NT * KT)
 
 
 def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Candidates,
@@ -193,9 +196,9 @@ def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Cand
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
         # every loop order of the split at once: one row of est and traffic per order
         est, traffic = _block_estimate(prob, mem, cand, orders, _core_shares(ranges), len(ranges))
-        for row, order in enumerate(orders):
+        for row, (order, picks) in enumerate(zip(orders, _pick_many(est, traffic, cand, top))):
             evaluated += len(MT)
-            for i in _pick_many(est[row], traffic[row], MT, NT, KT, top):
+            for i in picks:
                 pool.append(((float(est[row, i]), float(traffic[row, i]), -float(MT[i] * NT[i] * KT[i])), "block",
                              part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(cand.sram[i]), len(ranges),
                              int(cand.buffers[i])))
@@ -316,7 +319,7 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
                               int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(cand.sram[i]), int(used[i]),
                               int(buffers[i]))
-                             for i in _pick_many(est, traffic, MT, NT, KT, top)]
+                             for i in _pick_many(est[None], traffic[None], cand, top)[0]]
     return entries, len(MT)
 
 
@@ -354,37 +357,43 @@ RANK_TIE = 1.03
 _RANK_TIE = RANK_TIE
 
 
-def _pick_many(est, traffic, MT, NT, KT, top: int) -> list[int]:
-    """The best candidate (see :func:`_pick`) and, when ``top`` > 1, the next best by
-    estimate with distinct tiles (tiles of one volume but another shape are distinct:
-    they read their operands in other patterns)."""
-    first = _pick(est, traffic, MT * NT * KT)
+def _pick_many(est: np.ndarray, traffic: np.ndarray, cand: _Candidates, top: int) -> list[list[int]]:
+    """For each row of ``est`` and ``traffic`` (one per loop order, a column per
+    candidate): the best candidate (see :func:`_pick`) and, when ``top`` > 1, the next
+    best by estimate with distinct tiles (tiles of one volume but another shape are
+    distinct: they read their operands in other patterns)."""
+    firsts = _pick_rows(est, traffic, cand.volume)
     if top <= 1:
-        return [first]
-    out = [first]
-    seen = {(int(MT[first]), int(NT[first]), int(KT[first]))}
-    # the best few by estimate usually hold the `top` distinct tiles: sort those first, and
-    # all of them only when they do not
-    for order in (_best_by_estimate(est, 2 * top), np.argsort(est, kind="stable")):
-        for i in order:
-            if len(out) >= top:
-                return out
-            key = (int(MT[i]), int(NT[i]), int(KT[i]))
+        return [[first] for first in firsts]
+    out = []
+    for first, by_estimate in zip(firsts, np.argsort(est, axis=1, kind="stable")):
+        picks = [first]
+        seen = {cand.tiles[first]}
+        for i in by_estimate:
+            if len(picks) >= top:
+                break
+            key = cand.tiles[i]
             if key not in seen:
-                out.append(int(i))
+                picks.append(int(i))
                 seen.add(key)
+        out.append(picks)
     return out
 
 
-def _best_by_estimate(est: np.ndarray, count: int) -> np.ndarray:
-    """The first ``count`` or more indices of ``np.argsort(est, kind="stable")`` (every
-    candidate that ties the last of them is kept, in index order as a stable sort keeps
-    it), without sorting the rest."""
-    if count >= len(est):
-        return np.argsort(est, kind="stable")
-    bound = np.partition(est, count - 1)[count - 1]
-    near = np.flatnonzero(est <= bound)   # (a NaN bound keeps none: the full sort decides)
-    return near[np.argsort(est[near], kind="stable")]
+def _pick_rows(est: np.ndarray, traffic: np.ndarray, volume: np.ndarray) -> list[int]:
+    """:func:`_pick` of every row of ``est`` and ``traffic`` at once: the rule's three
+    keys narrowed one after the other, the first index left (lexsort's stable tie-break)."""
+    if np.isnan(est).any() or np.isnan(traffic).any():
+        # (NaN orders apart from every number: the row by row rule decides)
+        return [_pick(e, t, volume) for e, t in zip(est, traffic)]
+    near = est <= est.min(axis=1, keepdims=True) * _RANK_TIE
+    least_traffic = np.where(near, traffic, np.inf)
+    best = near & (least_traffic == least_traffic.min(axis=1, keepdims=True))
+    neg_volume = np.where(best, -volume, np.iinfo(np.int64).max)
+    best &= neg_volume == neg_volume.min(axis=1, keepdims=True)
+    least_est = np.where(best, est, np.inf)
+    best &= least_est == least_est.min(axis=1, keepdims=True)
+    return best.argmax(axis=1).tolist()
 
 
 def _library_shapes(prob: TileProblem, MT, NT, KT):
