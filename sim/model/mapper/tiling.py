@@ -24,6 +24,13 @@ def _ceil(a, b):
 def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
     """Tile sizes worth trying along one dim: the full size, multiples of the array
     dimension doubling up, powers of two, and near-equal splits (no tiny edge tile)."""
+    return list(_tile_sizes(int(size), int(unit), int(limit)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tile_sizes(size: int, unit: int, limit: int) -> tuple[int, ...]:
+    """:func:`tile_candidates`, remembered: every point of a sweep asks for the same few
+    dims (each op's m, n, k and array units)."""
     cands = {size}
     u = max(1, unit)
     v = u
@@ -47,7 +54,7 @@ def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
         logs = np.log(np.asarray(out, dtype=np.float64))
         keep = {int(np.argmin(np.abs(logs - t))) for t in np.linspace(logs[0], logs[-1], limit)}
         out = sorted({out[i] for i in keep} | {size})
-    return out
+    return tuple(out)
 
 
 def partitions(P: int, count: int, m_units: int, n_units: int, max_options: int = 24) -> list[tuple[int, int, int]]:
