@@ -39,17 +39,20 @@ def _sum_compute_parts(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
         parts.append(((full, t), (np.where(edge > 0, 1.0, 0.0), edge_size)))
     k_edge = parts[2][1][0]
     last_k = (1.0 - k_edge, k_edge)   # which k part holds an output tile's last step
-    # the 8 (full/edge m, n, k) tile shapes in one vectorised call (stacked on axis 0)
+    # the 8 (full/edge m, n, k) tile shapes in one vectorised call, stacked on axis 0 as
+    # m part x 4 + n part x 2 + k part (each dim's sizes set through a (2, 2, 2) view:
+    # six small-array operations, not 24)
     counts, visits = [], []
-    sms, sns, sks = (np.empty((8,) + shape, dtype=np.int64) for _ in range(3))
-    i = 0
-    for (cm, sm) in parts[0]:
-        for (cn, sn) in parts[1]:
-            for j, (ck, sk) in enumerate(parts[2]):
-                counts.append(cm * cn * ck)
-                visits.append(cm * cn * last_k[j])
-                sms[i], sns[i], sks[i] = sm, sn, sk
-                i += 1
+    sms, sns, sks = (np.empty((2, 2, 2) + shape, dtype=np.int64) for _ in range(3))
+    for half, ((_, sm), (_, sn), (_, sk)) in enumerate(zip(*parts)):
+        sms[half], sns[:, half], sks[:, :, half] = sm, sn, sk
+    sms, sns, sks = (sizes.reshape((8,) + shape) for sizes in (sms, sns, sks))
+    for cm, _ in parts[0]:
+        for cn, _ in parts[1]:
+            cmn = cm * cn
+            for j, (ck, _) in enumerate(parts[2]):
+                counts.append(cmn * ck)
+                visits.append(cmn * last_k[j])
     cyc = prob.cycles_fn(sms, sns, sks)
     tail = prob.tail_fn(sms, sns, sks) if prob.tail_fn is not None else None
     total = np.zeros(shape)
@@ -68,11 +71,27 @@ def _sum_compute_parts(prob: TileProblem, mt, nt, kt, mm, nn, kk, count):
 
 def _visits(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk):
     """Visits of each output tile under a loop order: 1 when its k-steps run back to
-    back (k inside every loop over C's dims), else the trips of the loops between."""
+    back (k inside every loop over C's dims), else the trips of the loops between.  A
+    sequence of orders gives one row per order (see :func:`_reload_factor`)."""
     if not prob.reduction:
         return np.ones(np.broadcast(mt, nt, kt).shape)
     trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
     return _reload_factor(order, prob.c_dims, trips)
+
+
+def _distinct_rows(columns: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The distinct rows of integer ``columns`` (one array per column), in ascending order
+    as Python ints, and each row's index among them: ``np.unique(..., axis=1,
+    return_inverse=True)`` without its sort of structured rows, which costs more than the
+    estimate it serves on a few hundred candidates."""
+    order = np.lexsort(columns[::-1])
+    ordered = [c[order] for c in columns]
+    starts = np.empty(len(order), dtype=bool)
+    starts[:1] = True
+    starts[1:] = np.logical_or.reduce([c[1:] != c[:-1] for c in ordered])
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return list(zip(*(c[starts].tolist() for c in ordered))), inverse
 
 
 @dataclass(frozen=True)
@@ -126,15 +145,16 @@ class MemoryBudget:
         seg, stride = operand_pattern(prob, which, mt, nt, kt)
         if self.dram is None:
             return np.ones(seg.shape)
+        columns = [seg.ravel(), stride.ravel()]
         if in_flight is not None and np.ndim(in_flight) > 0:
             # one window per candidate: the distinct (segment, stride, window) triples
-            win = np.broadcast_to(np.asarray(in_flight), seg.shape)
-            trip, inv = np.unique(np.stack([seg.ravel(), stride.ravel(), win.ravel()]), axis=1, return_inverse=True)
-            vals = np.array([stream_efficiency(self.dram, int(a), int(b), int(w)) for a, b, w in trip.T])
-            return vals[np.asarray(inv).ravel()].reshape(seg.shape)
-        pairs, inv = np.unique(np.stack([seg.ravel(), stride.ravel()]), axis=1, return_inverse=True)
-        vals = np.array([stream_efficiency(self.dram, int(a), int(b), in_flight) for a, b in pairs.T])
-        return vals[np.asarray(inv).ravel()].reshape(seg.shape)
+            columns.append(np.broadcast_to(np.asarray(in_flight), seg.shape).ravel())
+            patterns, inv = _distinct_rows(columns)
+            vals = np.array([stream_efficiency(self.dram, a, b, w) for a, b, w in patterns])
+        else:
+            patterns, inv = _distinct_rows(columns)
+            vals = np.array([stream_efficiency(self.dram, a, b, in_flight) for a, b in patterns])
+        return vals[inv].reshape(seg.shape)
 
     def shared_by(self, blocks: int) -> "MemoryBudget":
         """One block's share when ``blocks`` run on a core at once: its SRAM (each

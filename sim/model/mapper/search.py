@@ -31,6 +31,7 @@ in :mod:`~sim.model.mapper.estimate`.  Every name is re-exported here.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
@@ -97,6 +98,14 @@ class _Candidates(NamedTuple):
     eff_a: np.ndarray
     eff_b: np.ndarray
     eff_c: np.ndarray
+    # bytes of one tile of each operand (B: None when the problem has none) and of one
+    # pipeline step's loads (an A and a B tile), computed once for every split and order
+    tile_a_bytes: np.ndarray
+    tile_b_bytes: np.ndarray | None
+    tile_c_bytes: np.ndarray
+    step_bytes: np.ndarray
+    tiles: list[tuple[int, int, int]]   # each candidate's (m, n, k), to tell distinct tiles
+    volume: np.ndarray        # elements of each candidate tile
 
 
 def search_top(prob: TileProblem, cores: int, mem: MemoryBudget, top: int = 1,
@@ -162,13 +171,16 @@ def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates
     # the DRAM rate each operand's tiles are read at (a tile's rows: its contiguous length
     # at the tensor's row pitch, with the chunks the cores keep in flight); partial sums
     # and results go out at the C tile's
-    step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
-                                                              if prob.has_b else 0.0)
+    tile_a = footprint_bytes(prob, "a", MT, NT, KT, 1)
+    tile_b = footprint_bytes(prob, "b", MT, NT, KT, 1) if prob.has_b else None
+    tile_c = footprint_bytes(prob, "c", MT, NT, KT, 1)
+    step_bytes = tile_a + (tile_b if prob.has_b else 0.0)
     window = mem.window_chunks(prob, cores, step_bytes, buffers)
     eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
     eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
     eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
-    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c)
+    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c, tile_a, tile_b, tile_c, step_bytes,
+                       list(zip(MT.tolist(), NT.tolist(), KT.tolist())), MT * NT * KT)
 
 
 def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Candidates,
@@ -182,44 +194,47 @@ def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Cand
     parts = [] if prob.distribution == "cyclic" else partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
     for part in parts:
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
-        # the busiest core bounds the time; all cores' traffic shares the DRAM
-        sizes = np.unique(np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2],
-                                    ranges[:, 5] - ranges[:, 4]], axis=1), axis=0)
-        mult = {tuple(s): int(np.sum(np.all(np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2],
-                                                        ranges[:, 5] - ranges[:, 4]], axis=1) == s, axis=1)))
-                for s in sizes}
-        comp_parts = [(mm, nn, _sum_compute_parts(prob, MT, NT, KT, mm, nn, prob.k, cnt))
-                      for (cnt, mm, nn) in mult if cnt > 0 and mm > 0 and nn > 0]
-        for order in orders:
-            est, traffic = _block_estimate(prob, mem, cand, order, mult, comp_parts, len(ranges))
+        # every loop order of the split at once: one row of est and traffic per order
+        est, traffic = _block_estimate(prob, mem, cand, orders, _core_shares(ranges), len(ranges))
+        for row, (order, picks) in enumerate(zip(orders, _pick_many(est, traffic, cand, top))):
             evaluated += len(MT)
-            for i in _pick_many(est, traffic, MT, NT, KT, top):
-                pool.append(((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "block", part,
-                             int(MT[i]), int(NT[i]), int(KT[i]), order, int(cand.sram[i]), len(ranges),
+            for i in picks:
+                pool.append(((float(est[row, i]), float(traffic[row, i]), -float(MT[i] * NT[i] * KT[i])), "block",
+                             part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(cand.sram[i]), len(ranges),
                              int(cand.buffers[i])))
     return pool, evaluated
 
 
-def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, order: str,
-                    mult: dict[tuple, int], comp_parts: list, n_cores: int) -> tuple[np.ndarray, np.ndarray]:
-    """Estimated cycles and DRAM bytes of every candidate tile under one block split
-    (``mult``: how many cores get each (instances, m, n) share; ``comp_parts``: each
-    share's compute steps and fill/drain tails) and one loop order."""
+def _core_shares(ranges: np.ndarray) -> list[tuple[tuple, int]]:
+    """The distinct (instances, m, n) shares of a block split that hold work, in ascending
+    order, each with how many cores get it."""
+    shares = np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2], ranges[:, 5] - ranges[:, 4]],
+                      axis=1)
+    cores_per_share = Counter(tuple(share) for share in shares)
+    return [(share, cores_per_share[share]) for share in sorted(cores_per_share)
+            if share[0] > 0 and share[1] > 0 and share[2] > 0]
+
+
+def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, orders: list[str],
+                    shares: list[tuple[tuple, int]], n_cores: int) -> tuple[np.ndarray, np.ndarray]:
+    """Estimated cycles and DRAM bytes of every candidate tile (columns) under one block
+    split (``shares``: each (instances, m, n) share with work and how many cores get it)
+    and each loop order (rows)."""
     MT, NT, KT, buffers = cand.MT, cand.NT, cand.KT, cand.buffers
+    shape = (len(orders), len(MT))
     # the busiest core bounds compute; an output tile left between its k-steps pays
     # its array's fill/drain (tail) at every visit
-    comp_max = np.zeros(len(MT))
-    for mm, nn, (steps_c, tails_c) in comp_parts:
-        comp_max = np.maximum(comp_max, steps_c + tails_c * _visits(prob, order, MT, NT, KT, mm, nn, prob.k))
-    rd = np.zeros(len(MT))
-    wr = np.zeros(len(MT))
-    dram_time = np.zeros(len(MT))
+    comp_max = np.zeros(shape)
+    for (cnt, mm, nn), _ in shares:
+        steps_c, tails_c = _sum_compute_parts(prob, MT, NT, KT, mm, nn, prob.k, cnt)
+        comp_max = np.maximum(comp_max, steps_c + tails_c * _visits(prob, orders, MT, NT, KT, mm, nn, prob.k))
+    rd = np.zeros(shape)
+    wr = np.zeros(shape)
+    dram_time = np.zeros(shape)
     peak = mem.dram_bytes_per_cycle
     classes = []
-    for (cnt, mm, nn), times in mult.items():
-        if cnt <= 0 or mm <= 0 or nn <= 0:
-            continue
-        a, b, c_rd, c_wr = block_traffic_parts(prob, order, MT, NT, KT, mm, nn, prob.k, cnt)
+    for (cnt, mm, nn), times in shares:
+        a, b, c_rd, c_wr = block_traffic_parts(prob, orders, MT, NT, KT, mm, nn, prob.k, cnt)
         rd = rd + (a + b + c_rd) * times
         wr = wr + c_wr * times
         dram_time = dram_time + (a / cand.eff_a + b / cand.eff_b + (c_rd + c_wr) / cand.eff_c) * times / peak
@@ -229,7 +244,7 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
     port = mem.core_port(prob)
     core_bw = np.where(rd + wr > 0, np.minimum(port, dram_bw / n_cores), port)
-    per_core_max = np.zeros(len(MT))
+    per_core_max = np.zeros(shape)
     for cnt, mm, nn, moved in classes:
         steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
         # double buffering keeps at most `buffers` steps' loads in flight, so each
@@ -241,10 +256,9 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     mem_time = np.maximum(mem_time, (rd + wr) / mem.noc_bytes_per_cycle)
     # prologue and epilogue: the first tiles arrive before compute starts, the
     # last output tile leaves after it ends
-    first = (footprint_bytes(prob, "a", MT, NT, KT, 1) * ("a" not in prob.resident)
-             + (footprint_bytes(prob, "b", MT, NT, KT, 1) * ("b" not in prob.resident)
-                if prob.has_b else 0.0)) / core_bw
-    last = footprint_bytes(prob, "c", MT, NT, KT, 1) * ("c" not in prob.resident) / core_bw
+    first = (cand.tile_a_bytes * ("a" not in prob.resident)
+             + (cand.tile_b_bytes * ("b" not in prob.resident) if prob.has_b else 0.0)) / core_bw
+    last = cand.tile_c_bytes * ("c" not in prob.resident) / core_bw
     est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
     return est, rd + wr
 
@@ -297,18 +311,15 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     dram_time = (dram_rd * (share_a / cand.eff_a + (1 - share_a) / cand.eff_b) + c_all / cand.eff_c) / peak
     # Little's law per core: at most `buffers` steps' loads are in flight, so a step
     # takes at least (round trip + its bytes through the port) / buffers
-    step_bytes = footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
-                                                              if prob.has_b else 0.0)
-    latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + step_bytes / port) / buffers
+    latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + cand.step_bytes / port) / buffers
     mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
                                   latency_time])
-    first = (footprint_bytes(prob, "a", MT, NT, KT, 1) + (footprint_bytes(prob, "b", MT, NT, KT, 1)
-                                                          if prob.has_b else 0.0)) / port
+    first = cand.step_bytes / port
     est = np.maximum(comp, mem_time) + first + mem.latency_cycles
     entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
                               int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(cand.sram[i]), int(used[i]),
                               int(buffers[i]))
-                             for i in _pick_many(est, traffic, MT, NT, KT, top)]
+                             for i in _pick_many(est[None], traffic[None], cand, top)[0]]
     return entries, len(MT)
 
 
@@ -346,24 +357,43 @@ RANK_TIE = 1.03
 _RANK_TIE = RANK_TIE
 
 
-def _pick_many(est, traffic, MT, NT, KT, top: int) -> list[int]:
-    """The best candidate (see :func:`_pick`) and, when ``top`` > 1, the next best by
-    estimate with distinct tiles (tiles of one volume but another shape are distinct:
-    they read their operands in other patterns)."""
-    first = _pick(est, traffic, MT * NT * KT)
+def _pick_many(est: np.ndarray, traffic: np.ndarray, cand: _Candidates, top: int) -> list[list[int]]:
+    """For each row of ``est`` and ``traffic`` (one per loop order, a column per
+    candidate): the best candidate (see :func:`_pick`) and, when ``top`` > 1, the next
+    best by estimate with distinct tiles (tiles of one volume but another shape are
+    distinct: they read their operands in other patterns)."""
+    firsts = _pick_rows(est, traffic, cand.volume)
     if top <= 1:
-        return [first]
-    order = np.argsort(est, kind="stable")
-    out = [first]
-    seen = {(int(MT[first]), int(NT[first]), int(KT[first]))}
-    for i in order:
-        if len(out) >= top:
-            break
-        key = (int(MT[i]), int(NT[i]), int(KT[i]))
-        if key not in seen:
-            out.append(int(i))
-            seen.add(key)
+        return [[first] for first in firsts]
+    out = []
+    for first, by_estimate in zip(firsts, np.argsort(est, axis=1, kind="stable")):
+        picks = [first]
+        seen = {cand.tiles[first]}
+        for i in by_estimate:
+            if len(picks) >= top:
+                break
+            key = cand.tiles[i]
+            if key not in seen:
+                picks.append(int(i))
+                seen.add(key)
+        out.append(picks)
     return out
+
+
+def _pick_rows(est: np.ndarray, traffic: np.ndarray, volume: np.ndarray) -> list[int]:
+    """:func:`_pick` of every row of ``est`` and ``traffic`` at once: the rule's three
+    keys narrowed one after the other, the first index left (lexsort's stable tie-break)."""
+    if np.isnan(est).any() or np.isnan(traffic).any():
+        # (NaN orders apart from every number: the row by row rule decides)
+        return [_pick(e, t, volume) for e, t in zip(est, traffic)]
+    near = est <= est.min(axis=1, keepdims=True) * _RANK_TIE
+    least_traffic = np.where(near, traffic, np.inf)
+    best = near & (least_traffic == least_traffic.min(axis=1, keepdims=True))
+    neg_volume = np.where(best, -volume, np.iinfo(np.int64).max)
+    best &= neg_volume == neg_volume.min(axis=1, keepdims=True)
+    least_est = np.where(best, est, np.inf)
+    best &= least_est == least_est.min(axis=1, keepdims=True)
+    return best.argmax(axis=1).tolist()
 
 
 def _library_shapes(prob: TileProblem, MT, NT, KT):

@@ -10,6 +10,8 @@ ranked.  :mod:`sim.model.mapper.search` re-exports every name.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from sim.ir.lowered import TileProblem
@@ -22,6 +24,13 @@ def _ceil(a, b):
 def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
     """Tile sizes worth trying along one dim: the full size, multiples of the array
     dimension doubling up, powers of two, and near-equal splits (no tiny edge tile)."""
+    return list(_tile_sizes(int(size), int(unit), int(limit)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tile_sizes(size: int, unit: int, limit: int) -> tuple[int, ...]:
+    """:func:`tile_candidates`, remembered: every point of a sweep asks for the same few
+    dims (each op's m, n, k and array units)."""
     cands = {size}
     u = max(1, unit)
     v = u
@@ -45,7 +54,7 @@ def tile_candidates(size: int, unit: int, limit: int = 12) -> list[int]:
         logs = np.log(np.asarray(out, dtype=np.float64))
         keep = {int(np.argmin(np.abs(logs - t))) for t in np.linspace(logs[0], logs[-1], limit)}
         out = sorted({out[i] for i in keep} | {size})
-    return out
+    return tuple(out)
 
 
 def partitions(P: int, count: int, m_units: int, n_units: int, max_options: int = 24) -> list[tuple[int, int, int]]:
@@ -117,16 +126,37 @@ def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndar
     return n_el * bpe * inst
 
 
-def _reload_factor(order: str, dims: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
+def _reload_factor(order, dims: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
     """Times an operand's whole footprint is fetched for a loop order: the product of the
     trip counts of loops that do not index it and sit outside its innermost indexing loop
-    (a buffer holding one tile is reloaded whenever one of its indices changes)."""
+    (a buffer holding one tile is reloaded whenever one of its indices changes).  ``order``
+    may be a sequence of loop orders: then one row per order (the mapper estimates every
+    order of a block split in one pass; orders that reload by the same loops share one
+    product)."""
+    if isinstance(order, str):
+        return _trip_product(_reload_loops(order, tuple(dims)), trips)
+    products: dict[tuple[str, ...], np.ndarray] = {}
+    rows = []
+    for one in order:
+        loops = _reload_loops(one, tuple(dims))
+        if loops not in products:
+            products[loops] = _trip_product(loops, trips)
+        rows.append(products[loops])
+    return np.stack(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def _reload_loops(order: str, dims: tuple[str, ...]) -> tuple[str, ...]:
+    """The loops of ``order`` whose trips multiply an operand's reloads (see
+    :func:`_reload_factor`), outer first; a few dozen (order, dims) pairs exist."""
     inner = max((order.index(d) for d in dims), default=-1)
+    return tuple(order[pos] for pos in range(inner) if order[pos] not in dims)
+
+
+def _trip_product(loops: tuple[str, ...], trips: dict[str, np.ndarray]) -> np.ndarray:
     f = np.ones_like(trips["m"])
-    for pos in range(inner):
-        d = order[pos]
-        if d not in dims:
-            f = f * trips[d]
+    for d in loops:
+        f = f * trips[d]
     return f
 
 
@@ -140,7 +170,8 @@ def block_traffic(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
 
 def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, count):
     """:func:`block_traffic` by operand: (A read, B read, partial sums read back, C
-    written) bytes."""
+    written) bytes.  With a sequence of loop orders for ``order``, the terms that depend
+    on it gain a leading axis, one row per order (see :func:`_reload_factor`)."""
     trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
     a = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
     b = (footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
