@@ -46,7 +46,7 @@ def test_kernel_arrays_is_a_typed_kernel_inputs():
 def test_the_memo_key_digests_the_same_bytes_as_the_positional_arrays():
     chip, prob, mapping = _case("cyclic")
     inputs = kernel_arrays(chip, prob, mapping, False)
-    _, p = kernel_run.dram_params(chip.memory.dram)
+    _, p = kernel_run._dram_params(chip.memory.dram)
     h = hashlib.blake2b(digest_size=20)
     for a in (inputs.geo, inputs.desc, inputs.ranges, inputs.ctab, inputs.fp, p):
         h.update(str((a.dtype.str, a.shape)).encode())
@@ -59,7 +59,7 @@ def test_run_tiled_takes_the_named_tuples(monkeypatch):
     kernel_run.clear()
     chip, prob, mapping = _case("cyclic")
     inputs = kernel_arrays(chip, prob, mapping, False)
-    params, p = kernel_run.dram_params(chip.memory.dram)
+    params, p = kernel_run._dram_params(chip.memory.dram)
     out = KernelOutputs.zeros(inputs.P)
     makespan = K.run_tiled(inputs, p, params.new_state(), out)
     assert makespan == out.out_time[0] > 0

@@ -14,9 +14,10 @@ import numpy as np
 import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import operand_bases
-from sim.model.engine.kernel_run import KernelRun, Probe, dram_params, run_kernel, run_kernel_probed
+from sim.model.engine.kernel_run import KernelRun, Probe, run_kernel, run_kernel_probed
 from sim.model.engine.lower import FIDELITY, raster_group
 from sim.model.mapper.search import Mapping, footprint_bytes
+from sim.model.memory.dram import dram_params
 from sim.spec.chip import ChipSpec
 
 #: False simulates every problem in full (tests compare extrapolation against that)
@@ -164,7 +165,7 @@ def _min_spacing(chip: ChipSpec, mapping: Mapping, ideal: bool, rounds: int) -> 
     """The fewest rounds (or waves) of ``rounds`` between two samples: what spans
     REFRESH_INTERVALS_PER_SPACING refresh intervals at the mapping's estimated time per round
     (1 with ideal memory or no refresh)."""
-    t_refi_ns = 0.0 if ideal else dram_params(chip.memory.dram)[0].t_refi_ns
+    t_refi_ns = 0.0 if ideal else dram_params(chip.memory.dram).t_refi_ns
     if t_refi_ns <= 0:
         return 1
     per_round_cycles = max(mapping.estimated_cycles, 1.0) / max(1, rounds)
@@ -220,15 +221,15 @@ def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, idea
     dim, rs, rounds = best
     r2 = int(min(rounds // 4, max(fid["min_sample_rounds"][1], sample / max(work / rounds, 1.0))))
     r1 = max(fid["min_sample_rounds"][0], r2 // 4)
-    if work <= HUGE_WORK:
+    plan = DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2), work=work)
+    if not is_huge(plan):  # (a huge problem is never simulated in full)
         r2 = max(r2, r1 + _min_spacing(chip, mapping, ideal, rounds))
         if 4 * r2 > rounds:
-            return unaligned  # samples far enough apart do not fit: simulate in full
-    plan = DimPlan(dim=dim, round_size=rs, rounds=rounds, samples=(r1, r2), work=work)
-    if unaligned is None and not is_huge(plan) and sum(
-            _dim_sample_work(chip, prob, mapping, ideal, plan, r)
-            for r in sample_rounds(plan.samples, rounds, True)[:3]) >= SAMPLES_WORTH_AT_MOST * work:
-        return None
+            return None  # samples far enough apart do not fit: simulate in full
+        plan = dataclasses.replace(plan, samples=(r1, r2))
+        first_three = sample_rounds(plan.samples, rounds, True)[:3]
+        if sum(_dim_sample_work(chip, prob, mapping, ideal, plan, r) for r in first_three) >= SAMPLES_WORTH_AT_MOST * work:
+            return None
     if too_costly(plan, fidelity):
         # the samples, each a long problem along the other dims, are extrapolated in turn
         inner = _sample_plan(chip, prob, mapping, ideal, plan, max(sample_rounds(plan.samples, rounds,
@@ -250,11 +251,11 @@ def _dim_sample_work(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal:
     steps = _max_core_steps(prob, mapping) * share
     if ideal:
         return steps
-    dims = {"a": prob.a_dims, "b": prob.b_dims, "c": prob.c_dims}
-    whole = sum(float(footprint_bytes(prob, w, prob.m, prob.n, prob.k, prob.count))
-                for w in ("a", "b", "c") if (w != "b" or prob.has_b) and plan.dim != "count" and plan.dim not in dims[w])
+    # (every operand is indexed by count: a sample along it shrinks all of them)
+    unindexed = [w for w, dims in (("a", prob.a_dims), ("b", prob.b_dims), ("c", prob.c_dims))
+                 if plan.dim != "count" and plan.dim not in dims and (w != "b" or prob.has_b)]
     total = mapping.estimated_dram_bytes
-    whole = min(whole, total)
+    whole = min(total, sum(float(footprint_bytes(prob, w, prob.m, prob.n, prob.k, prob.count)) for w in unindexed))
     return max(steps, (whole + (total - whole) * share) / max(1, chip.memory.dram.interleave_bytes))
 
 

@@ -20,7 +20,7 @@ from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import kernel_arrays
 from sim.model.kernels.io import KernelOutputs, ProbeSamples
 from sim.model.mapper.search import Mapping
-from sim.model.memory.dram import DramParams
+from sim.model.memory.dram import dram_params
 from sim.spec.chip import ChipSpec
 
 
@@ -69,10 +69,10 @@ def clear() -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def dram_params(spec):
+def _dram_params(spec):
     """The DRAM model's parameters and their array for one chip's DRAM spec (shared: the
     kernels only read the array)."""
-    params = DramParams.from_spec(spec)
+    params = dram_params(spec)
     return params, params.to_array()
 
 
@@ -113,7 +113,7 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
     inputs = kernel_arrays(chip, prob, mapping, ideal, bases)
     inputs.geo[K.G_TILE_LIMIT] = tile_limit
     P = inputs.P
-    params, p = dram_params(chip.memory.dram)
+    params, p = _dram_params(chip.memory.dram)
     key = _digest((*inputs, p))
     hit = _RUN_CACHE.get(key)
     if hit is not None:
@@ -170,7 +170,7 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
     if mapping.distribution != "cyclic" or tiles != sorted(set(tiles)) or (tiles and tiles[0] < P):
         # the first P tiles are dealt at the start, before any core can ask for one
         raise ValueError(f"probes must be ascending tile counts of at least the {P} cores of a cyclic run: {tiles}")
-    params, p = dram_params(chip.memory.dram)
+    params, p = _dram_params(chip.memory.dram)
     pr = np.zeros((len(probes), 3), dtype=np.int64)
     for i, q in enumerate(probes):
         pr[i, KP.PR_TILES] = q.tiles
