@@ -23,7 +23,7 @@ from typing import NamedTuple
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
 from sim.errors import MappingError, WorkloadError
 from sim.ir.ops import Attention
-from sim.ir.results import OpResult
+from sim.ir.results import OpResult, summed_work
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.mapper.compute import choose_array
@@ -184,21 +184,15 @@ def _varlen_result(chip: ChipSpec, stack: StackSpec, group, options: Options) ->
     flops = sum(r.flops for r in rs)
     dram = sum(r.dram_bytes for r in rs)
     compulsory = sum(r.flops / r.arithmetic_intensity for r in rs if r.arithmetic_intensity > 0)
-    energy: dict[str, float] = {}
-    for r in rs:
-        for key, v in (r.energy_breakdown_pj or {}).items():
-            energy[key] = energy.get(key, 0.0) + float(v)
+    work = summed_work(rs)
     main = max(rs, key=lambda r: r.flops)   # the roofline class of the work: its largest chunk's
+    work["energy_breakdown_pj"] = work["energy_breakdown_pj"] or main.energy_breakdown_pj
     cycles = vk.seconds * chip.clock_hz
     compute = min(cycles, sum(x.compute_cycles for x in rs))
     r = dataclasses.replace(
         main, name="attn.core.varlen", seconds=vk.seconds, cycles=cycles, compute_cycles=compute,
-        stall_cycles=cycles - compute, macs=sum(x.macs for x in rs), flops=flops,
-        dram_read_bytes=sum(x.dram_read_bytes for x in rs), dram_write_bytes=sum(x.dram_write_bytes for x in rs),
-        l2_hit_bytes=sum(x.l2_hit_bytes for x in rs), sram_read_bytes=sum(x.sram_read_bytes for x in rs),
-        sram_write_bytes=sum(x.sram_write_bytes for x in rs),
+        stall_cycles=cycles - compute, macs=sum(x.macs for x in rs), flops=flops, **work,
         utilization=sum(x.utilization * x.seconds for x in rs) / vk.seconds if vk.seconds > 0 else 0.0,
-        energy_pj=sum(x.energy_pj for x in rs), energy_breakdown_pj=energy or main.energy_breakdown_pj,
         arithmetic_intensity=flops / compulsory if compulsory > 0 else 0.0,
         dram_intensity=flops / dram if dram > 0 else 0.0,
         achieved_dram_bytes_per_s=dram / vk.seconds if vk.seconds > 0 else 0.0,

@@ -125,6 +125,26 @@ class OpResult:
         return pd.DataFrame([self.summary()]).T.rename(columns={0: self.name})._repr_html_()
 
 
+#: the OpResult fields that add up when kernels run one after another
+SUMMED_WORK_FIELDS = ("dram_read_bytes", "dram_write_bytes", "l2_hit_bytes", "sram_read_bytes",
+                      "sram_write_bytes", "energy_pj")
+
+
+def summed_work(results) -> dict[str, Any]:
+    """The work of several kernels together: :data:`SUMMED_WORK_FIELDS` summed and the energy
+    breakdowns merged key by key (keys in order of first appearance, so the result does not
+    depend on hash seeds).  Times, cycles and bounds are the caller's to combine: back to
+    back they add, in one launch they do not."""
+    results = list(results)
+    out: dict[str, Any] = {f: sum(getattr(r, f) for r in results) for f in SUMMED_WORK_FIELDS}
+    energy: dict[str, float] = {}
+    for r in results:
+        for key, v in (r.energy_breakdown_pj or {}).items():
+            energy[key] = energy.get(key, 0.0) + float(v)
+    out["energy_breakdown_pj"] = energy
+    return out
+
+
 def _json_default(o):
     import numpy as np
 

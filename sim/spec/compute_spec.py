@@ -65,6 +65,13 @@ class ArraySpec(_Spec):
     # dense-equivalent speedup of the 2:4 units over dense work: 2 in hardware (half the
     # MACs skipped); what a library's sparse kernels reach may be less (microbenchmarked)
     sparse_2_4_speedup: _num(ge=1, le=2) = 2.0
+    # the share of its MAC slots the array keeps busy while it streams back-to-back work
+    # (issue gaps, barrier waits between k-steps, an epilogue's share of a tile: what a
+    # measured kernel loses below the datasheet rate that the engine does not model as
+    # events of its own).  1: the datasheet's rate.  A calibration where a file sets it
+    # (its comment names the microbenchmark); the MAC rates and energy per MAC stay the
+    # datasheet's, only the time a step streams grows (sim.model.mapper.compute)
+    sustained_fraction: _num(gt=0, le=1) = 1.0
     # the name of another array whose units this one is (the same tensor cores driven by
     # another library path, e.g. mma.sync instead of wgmma): it adds no area or PEs
     same_units_as: Optional[Name] = None

@@ -15,7 +15,7 @@ import sim.model.kernels.engine as K
 from sim.errors import MappingError
 from sim.ir.lowered import LoweredGemm, LoweredOnArray, LoweredOp, TileProblem
 from sim.ir.ops import Attention, VectorOp, op_min_dram_bytes
-from sim.ir.results import OpResult
+from sim.ir.results import OpResult, summed_work
 from sim.model.dataflow import get_dataflow
 from sim.model.engine.arrays import compute_table
 from sim.model.engine.kernel_run import KernelRun
@@ -236,19 +236,15 @@ def merge_results(a: OpResult, b: OpResult) -> OpResult:
     """One result for an op run as two kernels back to back (``b`` after ``a``)."""
     seconds = a.seconds + b.seconds
     cycles = a.cycles + b.cycles
-    energy = {k: a.energy_breakdown_pj.get(k, 0.0) + b.energy_breakdown_pj.get(k, 0.0)
-              for k in dict.fromkeys([*a.energy_breakdown_pj, *b.energy_breakdown_pj])}  # ordered: no hash-seed dependence
+    work = summed_work((a, b))
     dram = a.dram_bytes + b.dram_bytes
     details = dict(a.details, second_kernel=b.to_dict())
     terms = [sum(r.details.get(key, 0.0) for r in (a, b)) for key in ("compute_bound_cycles", "memory_bound_cycles")]
     traffic_bound = "compute" if terms[0] >= terms[1] else "memory"
     return dataclasses.replace(
         a, cycles=cycles, compute_cycles=a.compute_cycles + b.compute_cycles,
-        stall_cycles=a.stall_cycles + b.stall_cycles, seconds=seconds,
-        dram_read_bytes=a.dram_read_bytes + b.dram_read_bytes, dram_write_bytes=a.dram_write_bytes + b.dram_write_bytes,
-        l2_hit_bytes=a.l2_hit_bytes + b.l2_hit_bytes, sram_read_bytes=a.sram_read_bytes + b.sram_read_bytes,
-        sram_write_bytes=a.sram_write_bytes + b.sram_write_bytes, energy_pj=a.energy_pj + b.energy_pj,
-        energy_breakdown_pj=energy, roofline_cycles=max(a.roofline_cycles, a.roofline_cycles + b.roofline_cycles),
+        stall_cycles=a.stall_cycles + b.stall_cycles, seconds=seconds, **work,
+        roofline_cycles=max(a.roofline_cycles, a.roofline_cycles + b.roofline_cycles),
         utilization=a.utilization * a.cycles / cycles if cycles else 0.0,
         dram_intensity=a.flops / dram if dram else a.dram_intensity, traffic_bound=traffic_bound,
         achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)

@@ -32,6 +32,7 @@ class ArrayChoice:
     dataflow: str
     fold_overlap: bool = False   # next fold's stationary operand loads during the current fold
     sparse_speedup: float = 2.0  # dense-equivalent MACs per MAC slot when sparse_2_4
+    sustained_fraction: float = 1.0  # share of the MAC slots kept busy while streaming (ArraySpec)
 
     @property
     def k_per_pe_cycle(self) -> float:
@@ -73,8 +74,9 @@ def choose_array(chip: ChipSpec, rate_class: str, sparse_2_4: bool = False, data
             continue
         sp = bool(sparse_2_4 and arr.sparsity_2_4)
         cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df,
-                           arr.overlaps_folds(df, used_class), float(arr.sparse_2_4_speedup))
-        if best is None or cand.peak_macs_per_cycle_per_core() > best.peak_macs_per_cycle_per_core():
+                           arr.overlaps_folds(df, used_class), float(arr.sparse_2_4_speedup),
+                           float(arr.sustained_fraction))
+        if best is None or _sustained_peak(cand) > _sustained_peak(best):
             best = cand
     if best is None:
         have = sorted({k for a in chip.cores.arrays for k in a.macs_per_pe_per_cycle})
@@ -84,6 +86,10 @@ def choose_array(chip: ChipSpec, rate_class: str, sparse_2_4: bool = False, data
         raise MappingError(f"chip '{chip.name}' cannot compute in {rate_class}: its arrays have units "
                            f"for {', '.join(have)} and {rate_class} cannot be widened to any of them")
     return best
+
+
+def _sustained_peak(choice: ArrayChoice) -> float:
+    return choice.peak_macs_per_cycle_per_core() * choice.sustained_fraction
 
 
 def _rate(arr, rate_class: str):
@@ -131,8 +137,17 @@ def gemm_step_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
             mt = -(-mt // choice.count)
     if not choice.fold_overlap:
         cyc = np.asarray(dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols))
-        return cyc, np.zeros_like(cyc)
-    return overlapped_parts(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
+        return _sustained(cyc, choice), np.zeros_like(cyc)
+    step, tail = overlapped_parts(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
+    return _sustained(step, choice), tail
+
+
+def _sustained(cycles, choice: ArrayChoice):
+    """A step's cycles at the array's ``sustained_fraction`` of its MAC slots (unchanged,
+    integer, at 1)."""
+    if choice.sustained_fraction == 1.0:
+        return cycles
+    return np.asarray(cycles, dtype=np.float64) / choice.sustained_fraction
 
 
 def overlapped_parts(dataflow_model, m, k, n, rows, cols):

@@ -1,0 +1,151 @@
+"""Kernel by kernel: the serving loop's CUDA-graph iterations (serving_loop.py ``--graphs all``).
+
+Why: ``validation/compare_serving.py`` predicts the loop's mixed iterations of 480-512 tokens
+8-14 % too slow and its decode-only iterations ~5 % too fast, and an iteration's wall time
+alone cannot say which kernels the model misprices.  This builds serving_loop.py's own model
+(random Llama-3-8B-shaped weights), its static inputs and graphs, and for each case - a
+mixed iteration of one prompt chunk from position 0 plus ``D`` decoding sequences at a
+context ``C``, padded to each token bucket around the 512-token budget, and decode-only
+iterations at a few batch sizes - replays the graph back to back for ``--seconds`` (the
+steady state of the serving loop: power capped or not, as it was), then records every
+kernel of ``--profiled`` replays with the PyTorch profiler (CUPTI sees graph kernels), with
+``nvidia-smi`` samples of the SM clock and power over the steady replays.
+
+    python3 validation/gpu/micro_serving_kernels.py --out DIR
+    # DIR/h200_micro_serving_kernels.csv      case, replay, kernel index, name, duration (us)
+    # DIR/h200_micro_serving_kernels_cases.csv case, rows, chunk, decode seqs, context,
+    #                                          replay median ms, SM MHz, W
+    # DIR/h200_micro_serving_kernels_env.json
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import serving_loop as SL  # noqa: E402
+
+#: mixed cases: (token bucket, decoding sequences, their context each); the chunk fills the
+#: bucket (its tokens start at position 0)
+MIXED = [(384, 13, 5500), (416, 13, 5500), (448, 13, 5500), (480, 13, 5500), (512, 13, 5500), (512, 27, 4000)]
+#: decode-only cases: (batch, context each)
+DECODE = [(1, 1500), (4, 1500), (8, 1500), (16, 1500), (32, 1500)]
+
+
+class Smi:
+    def __init__(self, period_ms: int = 50):
+        q = "clocks.sm,power.draw,clocks_event_reasons.active"
+        self.p = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits",
+                                   f"-lms={period_ms}"], stdout=subprocess.PIPE, text=True)
+        self.rows = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) == 3:
+                self.rows.append((time.perf_counter(), *parts))
+
+    def between(self, a, b, j):
+        v = [float(r[j]) for r in self.rows if a <= r[0] <= b and r[j].replace(".", "", 1).isdigit()]
+        return statistics.median(v) if v else ""
+
+
+def steady(fn, seconds):
+    """Run ``fn`` (one iteration) back to back for ``seconds``; per-iteration ms of the second half."""
+    evs = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        evs.append((a, b))
+        if len(evs) % 8 == 0:
+            evs[-8][1].synchronize()
+    torch.cuda.synchronize()
+    ms = [a.elapsed_time(b) for a, b in evs]
+    return ms[len(ms) // 2:], t0 + (time.perf_counter() - t0) / 2, time.perf_counter()
+
+
+def profiled(fn, n):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+            torch.cuda.synchronize()
+    ev = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    ev.sort(key=lambda e: e.time_range.start)
+    return [(e.name, e.time_range.start, e.time_range.end - e.time_range.start) for e in ev]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--seconds", type=float, default=1.5)
+    ap.add_argument("--profiled", type=int, default=3)
+    ap.add_argument("--slots", type=int, default=40)
+    ap.add_argument("--max-len", type=int, default=6144)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    env = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "triton": getattr(SL.triton, "__version__", None) if SL.HAVE_TRITON else None,
+           "smi_start": SL.smi("name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,power.limit,"
+                               "temperature.gpu"), "args": vars(a), "mixed": MIXED, "decode": DECODE}
+    model = SL.Model(a.slots + 1, a.max_len, "cuda")
+    model.attn = SL.decode_attn_triton_split_skip
+    scratch = a.slots
+    buckets = sorted({t for t, _, _ in MIXED})
+    S = SL.StaticInputs(max(buckets), a.slots, SL.CMAX, scratch, "cuda")
+    mixed = SL.MixedGraphs(model, S, buckets, [16, 32], capture=True)
+    dec = SL.DecodeGraphs(model, [b for b, _ in DECODE], scratch)
+    smi = Smi()
+    krows, crows = [], []
+    cases = []
+    for T, D, C in MIXED:
+        chunk = T - D - (T // 64)      # the chunk's tokens: the bucket less a few padding rows
+        slots = list(range(D))
+        cases.append((f"mixed_T{T}_D{D}_C{C}", T, chunk, D, C,
+                      lambda slots=slots, D=D, C=C, chunk=chunk: mixed.run(slots, [C] * D, [(D, 0, chunk)])))
+    for B, C in DECODE:
+        slots = list(range(B))
+        cases.append((f"decode_B{B}_C{C}", B, 0, B, C, lambda slots=slots, B=B, C=C: dec.run(slots, [C] * B)))
+    for name, T, chunk, D, C, fn in cases:
+        time.sleep(0.5)
+        ms, lo, hi = steady(fn, a.seconds)
+        ks = profiled(fn, a.profiled)
+        per = len(ks) // a.profiled
+        for i, (kn, start, dur) in enumerate(ks):
+            krows.append({"case": name, "replay": i // max(1, per), "index": i % max(1, per), "kernel": kn[:160],
+                          "us": round(dur, 3)})
+        crows.append({"case": name, "rows": T, "chunk": chunk, "decode_seqs": D, "context": C,
+                      "replays": len(ms) * 2, "median_ms": round(statistics.median(ms), 5),
+                      "kernels_per_replay": per, "kernel_sum_ms": round(sum(d for _, _, d in ks) / a.profiled / 1e3, 5),
+                      "sm_mhz": smi.between(lo, hi, 1), "power_w": smi.between(lo, hi, 2)})
+        print(crows[-1], flush=True)
+    smi.p.terminate()
+    for fname, rows in (("h200_micro_serving_kernels.csv", krows), ("h200_micro_serving_kernels_cases.csv", crows)):
+        with open(os.path.join(a.out, fname), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    env["smi_end"] = SL.smi("clocks.sm,power.draw,temperature.gpu")
+    with open(os.path.join(a.out, "h200_micro_serving_kernels_env.json"), "w") as f:
+        json.dump(env, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
