@@ -30,8 +30,10 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from smi_sampler import Smi  # noqa: E402
 
 HIDDEN, FFN, QKV, LAYERS = 4096, 14336, 6144, 32
 #: (name, k, n): F.linear(x[m, k], W[n, k]) as the eager model runs them
@@ -42,27 +44,6 @@ ROWS = [192, 256, 320, 384, 416, 448, 480, 512]
 NCU_METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second", "lts__cycles_elapsed.avg.per_second",
                "lts__t_bytes.sum", "dram__bytes_read.sum", "launch__grid_size", "launch__cluster_dim_x",
                "launch__cluster_dim_y", "sm__throughput.avg.pct_of_peak_sustained_elapsed"]
-
-
-class Smi:
-    """nvidia-smi sampling every ``period_ms`` in a thread, stamped with the host clock."""
-
-    def __init__(self, period_ms: int = 50):
-        q = "clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active"
-        self.p = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits",
-                                   f"-lms={period_ms}"], stdout=subprocess.PIPE, text=True)
-        self.rows: list[tuple] = []
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            parts = [x.strip() for x in line.split(",")]
-            if len(parts) == 4:
-                self.rows.append((time.perf_counter(), *parts))
-
-    def stop(self):
-        self.p.terminate()
 
 
 def build(torch, F, dev):
@@ -192,7 +173,7 @@ def main() -> int:
         wr = csv.DictWriter(f, fieldnames=list(kern[0]))
         wr.writeheader()
         wr.writerows(kern)
-    smi = Smi()
+    smi = Smi("clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active")
     t0 = time.perf_counter()
     rows, stats = [], []
     for m in ROWS:

@@ -25,8 +25,10 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from smi_sampler import Smi  # noqa: E402
 
 PROBE_SRC = r"""
 extern "C" __global__ void probe(long long* out, long long spin_ns) {
@@ -49,21 +51,6 @@ LOADS = [("bf16_8192x8192x8192", 8192, 8192, 8192, 8.0), ("bf16_512x4096x28672",
          ("bf16_8x4096x28672", 8, 4096, 28672, 4.0)]
 
 
-class Smi:
-    def __init__(self, period_ms: int = 20):
-        q = "clocks.sm,power.draw,clocks_event_reasons.active"
-        self.p = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits",
-                                   f"-lms={period_ms}"], stdout=subprocess.PIPE, text=True)
-        self.rows = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            parts = [x.strip() for x in line.split(",")]
-            if len(parts) == 3:
-                self.rows.append((time.perf_counter(), *parts))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -82,7 +69,7 @@ def main() -> int:
                                         "power.limit,temperature.gpu", "--format=csv,noheader"],
                                        capture_output=True, text=True).stdout.strip(),
            "sms": sms, "args": vars(a), "loads": LOADS}
-    smi = Smi()
+    smi = Smi(period_ms=20)
     t0 = time.perf_counter()
     rows = []
     for name, m, k, n, seconds in LOADS:
@@ -126,7 +113,7 @@ def main() -> int:
               statistics.median(float(r[2]) for r in samp) if samp else None, flush=True)
         del x, w
         torch.cuda.empty_cache()
-    smi.p.terminate()
+    smi.stop()
     with open(os.path.join(a.out, "h200_micro_probe_clock.csv"), "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=list(rows[0]))
         wr.writeheader()

@@ -16,6 +16,8 @@ kernel of ``--profiled`` replays with the PyTorch profiler (CUPTI sees graph ker
     # DIR/h200_micro_serving_kernels_cases.csv case, rows, chunk, decode seqs, context,
     #                                          replay median ms, SM MHz, W
     # DIR/h200_micro_serving_kernels_env.json
+    python3 validation/gpu/micro_serving_kernels.py --out DIR --max-len 2048 --context 1500
+    # the same with run 6's 2048-token cache (the split-KV decode kernel's grid follows it)
 """
 from __future__ import annotations
 
@@ -24,9 +26,7 @@ import csv
 import json
 import os
 import statistics
-import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,31 +35,13 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import serving_loop as SL  # noqa: E402
+from smi_sampler import Smi  # noqa: E402
 
 #: mixed cases: (token bucket, decoding sequences, their context each); the chunk fills the
 #: bucket (its tokens start at position 0)
 MIXED = [(384, 13, 5500), (416, 13, 5500), (448, 13, 5500), (480, 13, 5500), (512, 13, 5500), (512, 27, 4000)]
 #: decode-only cases: (batch, context each)
 DECODE = [(1, 1500), (4, 1500), (8, 1500), (16, 1500), (32, 1500)]
-
-
-class Smi:
-    def __init__(self, period_ms: int = 50):
-        q = "clocks.sm,power.draw,clocks_event_reasons.active"
-        self.p = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits",
-                                   f"-lms={period_ms}"], stdout=subprocess.PIPE, text=True)
-        self.rows = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            parts = [x.strip() for x in line.split(",")]
-            if len(parts) == 3:
-                self.rows.append((time.perf_counter(), *parts))
-
-    def between(self, a, b, j):
-        v = [float(r[j]) for r in self.rows if a <= r[0] <= b and r[j].replace(".", "", 1).isdigit()]
-        return statistics.median(v) if v else ""
 
 
 def steady(fn, seconds):
@@ -97,6 +79,8 @@ def main() -> int:
     ap.add_argument("--profiled", type=int, default=3)
     ap.add_argument("--slots", type=int, default=40)
     ap.add_argument("--max-len", type=int, default=6144)
+    ap.add_argument("--context", type=int, default=0,
+                    help="every case's context per decoding sequence (0: each case's own); run 6's cache is 2048 long")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -114,12 +98,14 @@ def main() -> int:
     smi = Smi()
     krows, crows = [], []
     cases = []
-    for T, D, C in MIXED:
+    mixed_cases = [(T, D, a.context or C) for T, D, C in MIXED]
+    decode_cases = [(B, a.context or C) for B, C in DECODE]
+    for T, D, C in mixed_cases:
         chunk = T - D - (T // 64)      # the chunk's tokens: the bucket less a few padding rows
         slots = list(range(D))
         cases.append((f"mixed_T{T}_D{D}_C{C}", T, chunk, D, C,
                       lambda slots=slots, D=D, C=C, chunk=chunk: mixed.run(slots, [C] * D, [(D, 0, chunk)])))
-    for B, C in DECODE:
+    for B, C in decode_cases:
         slots = list(range(B))
         cases.append((f"decode_B{B}_C{C}", B, 0, B, C, lambda slots=slots, B=B, C=C: dec.run(slots, [C] * B)))
     for name, T, chunk, D, C, fn in cases:
@@ -135,7 +121,7 @@ def main() -> int:
                       "kernels_per_replay": per, "kernel_sum_ms": round(sum(d for _, _, d in ks) / a.profiled / 1e3, 5),
                       "sm_mhz": smi.between(lo, hi, 1), "power_w": smi.between(lo, hi, 2)})
         print(crows[-1], flush=True)
-    smi.p.terminate()
+    smi.stop()
     for fname, rows in (("h200_micro_serving_kernels.csv", krows), ("h200_micro_serving_kernels_cases.csv", crows)):
         with open(os.path.join(a.out, fname), "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -13,6 +13,7 @@ from sim.ir.lowered import TileProblem
 from sim.model.engine.lower import raster_group
 from sim.model.kernels.io import KernelInputs
 from sim.model.mapper.search import b_copies_group, block_ranges, footprint_bytes
+from sim.model.mapper.tiling import stage_requests, step_bytes
 from sim.spec.chip import ChipSpec
 
 #: chip-level cache geometry in the engine: each set holds this many of the largest tiles
@@ -75,9 +76,8 @@ def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases
     if prob.inflight_from_stages:
         # a multistage cp.async pipeline: (stages - 1) k-steps of A and B tiles in flight
         stages = mapping.stages or prob.stages or chip.memory.core_srams[-1].buffers
-        stage = footprint_bytes(prob, "a", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) + (
-            footprint_bytes(prob, "b", mapping.tile_m, mapping.tile_n, mapping.tile_k, 1) if prob.has_b else 0.0)
-        outstanding = int(math.ceil(max(1, stages - 1) * float(stage) / dram.access_bytes))
+        outstanding = int(stage_requests(stages, step_bytes(prob, mapping.tile_m, mapping.tile_n, mapping.tile_k),
+                                         dram.access_bytes))
     geo[K.G_OUTSTANDING] = max(1, outstanding // max(1, prob.blocks_per_core))
     geo[K.G_GRAN] = dram.access_bytes
     geo[K.G_INTERLEAVE] = dram.interleave_bytes

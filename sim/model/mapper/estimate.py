@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from sim.ir.lowered import TileProblem
-from sim.model.mapper.tiling import _reload_factor, operand_pattern
+from sim.model.mapper.tiling import _reload_factor, operand_pattern, stage_requests
 from sim.model.memory.dram import stream_efficiency
 
 
@@ -132,8 +132,7 @@ class MemoryBudget:
         chunk = max(d.interleave_bytes, d.access_bytes)
         blocks = max(1, prob.blocks_per_core)
         if prob.inflight_from_stages and step_bytes is not None:
-            requests = np.ceil(np.maximum(np.asarray(buffers) - 1, 1) * np.asarray(step_bytes) / d.access_bytes)
-            per_core = np.maximum(1, requests // blocks)
+            per_core = np.maximum(1, stage_requests(buffers, step_bytes, d.access_bytes) // blocks)
             return max(1, cores) * np.maximum(1, per_core * d.access_bytes // chunk).astype(np.int64)
         per_core = max(1, (prob.max_outstanding or d.max_outstanding_requests_per_core) // blocks)
         return max(1, cores) * max(1, per_core * d.access_bytes // chunk)

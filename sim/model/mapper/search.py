@@ -174,12 +174,12 @@ def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates
     tile_a = footprint_bytes(prob, "a", MT, NT, KT, 1)
     tile_b = footprint_bytes(prob, "b", MT, NT, KT, 1) if prob.has_b else None
     tile_c = footprint_bytes(prob, "c", MT, NT, KT, 1)
-    step_bytes = tile_a + (tile_b if prob.has_b else 0.0)
-    window = mem.window_chunks(prob, cores, step_bytes, buffers)
+    step = tile_a + (tile_b if prob.has_b else 0.0)   # = tiling.step_bytes
+    window = mem.window_chunks(prob, cores, step, buffers)
     eff_a = mem.dram_efficiency(prob, "a", MT, NT, KT, window)
     eff_b = mem.dram_efficiency(prob, "b", MT, NT, KT, window) if prob.has_b else np.ones(len(MT))
     eff_c = mem.dram_efficiency(prob, "c", MT, NT, KT, window)
-    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c, tile_a, tile_b, tile_c, step_bytes,
+    return _Candidates(MT, NT, KT, buffers, sram, eff_a, eff_b, eff_c, tile_a, tile_b, tile_c, step,
                        list(zip(MT.tolist(), NT.tolist(), KT.tolist())), MT * NT * KT)
 
 

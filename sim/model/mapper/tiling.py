@@ -208,6 +208,21 @@ def operand_pattern(prob: TileProblem, which: str, mt, nt, kt):
     return np.maximum(seg, 1), stride.astype(np.int64)
 
 
+def step_bytes(prob: TileProblem, mt, nt, kt):
+    """Bytes one pipeline step loads: an A tile and (when the problem has one) a B tile
+    (vectorised)."""
+    return footprint_bytes(prob, "a", mt, nt, kt, 1) + (footprint_bytes(prob, "b", mt, nt, kt, 1)
+                                                          if prob.has_b else 0.0)
+
+
+def stage_requests(stages, step_bytes_, access_bytes: int):
+    """DRAM requests a multistage pipeline keeps in flight: (stages - 1) steps of
+    ``step_bytes_`` (at least one step) in requests of ``access_bytes`` - the same count for
+    the mapper's estimate (MemoryBudget.window_chunks) and the engine's request window
+    (sim.model.engine.arrays.kernel_arrays).  Vectorised."""
+    return np.ceil(np.maximum(np.asarray(stages) - 1, 1) * np.asarray(step_bytes_, dtype=np.float64) / access_bytes)
+
+
 def pipeline_stages(prob: TileProblem, mt, nt, kt, default: int):
     """Tile buffers per operand for each candidate tile: the problem's fixed count, or -
     for a library that fills shared memory with as many stages as fit - the count that
@@ -215,9 +230,7 @@ def pipeline_stages(prob: TileProblem, mt, nt, kt, default: int):
     base = prob.stages or default
     if prob.stage_fill_bytes <= 0:
         return np.full(np.shape(mt), base, dtype=np.int64)
-    stage = footprint_bytes(prob, "a", mt, nt, kt, 1) + (footprint_bytes(prob, "b", mt, nt, kt, 1)
-                                                           if prob.has_b else 0.0)
-    fill = np.floor(prob.stage_fill_bytes / np.maximum(stage, 1.0)).astype(np.int64)
+    fill = np.floor(prob.stage_fill_bytes / np.maximum(step_bytes(prob, mt, nt, kt), 1.0)).astype(np.int64)
     return np.clip(fill, 2, max(2, prob.max_stages or 2))
 
 
