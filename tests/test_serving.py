@@ -382,3 +382,35 @@ def test_search_marks_slo_and_pareto_front(chip):
     assert (df.loc[df["pareto"], "meets_slo"]).all()
     with pytest.raises(UnknownNameError, match="search axis"):
         search(chip, MODEL, {"replica": [1]}, requests=reqs)
+
+
+@pytest.mark.slow
+def test_power_window_prices_an_iteration_under_the_tdp_at_the_chips_clock():
+    """The serving model's power window (sim.apps.serving.latency): a budget-filled 512-token
+    prefill iteration of Llama-3-8B on h200_sxm averages under 700 W at clock_mhz, so it is
+    priced with every op there - exactly the DVFS-off model - although per-op DVFS throttles
+    its large GEMMs (slower); with a TDP it does not fit on average, each op's own DVFS clock."""
+    from sim.apps.serving.latency import LatencyModel
+    from sim.model.workload.models import load_model_spec
+    from sim.spec.registry import load_chip
+
+    spec = load_model_spec("llama3-8b")
+    it = ([(512, 0)], 0, 0)
+    chip = load_chip("h200_sxm")
+    windowed = LatencyModel(chip, spec, cache_dir=False)
+    c = windowed.iteration(*it)
+    off = LatencyModel(load_chip("h200_sxm", ["power.dvfs=false"]), spec, cache_dir=False).iteration(*it)
+    per_op = LatencyModel(chip, spec, cache_dir=False)
+    per_op._chip_top = None              # the window off: each op at its own DVFS clock
+    throttled = per_op.iteration(*it)
+    assert windowed.fits_power(c) and c.energy_j / c.seconds <= chip.power.tdp_w
+    assert c.seconds == off.seconds and c.energy_j == off.energy_j
+    assert throttled.seconds > 1.02 * c.seconds      # per op, the GEMMs run below clock_mhz
+    # a 400 W board: at clock_mhz the iteration averages above it, so each op gets its own clock
+    low = load_chip("h200_sxm", ["power.tdp_w=400"])
+    lm_low = LatencyModel(low, spec, cache_dir=False)
+    c_low = lm_low.iteration(*it)
+    per_low = LatencyModel(low, spec, cache_dir=False)
+    per_low._chip_top = None
+    assert not lm_low.fits_power(off) and c_low.seconds == per_low.iteration(*it).seconds
+    assert c_low.seconds > throttled.seconds

@@ -36,6 +36,18 @@ launched one by one, the slower of host and device setting the pace); the servin
 simulator decides per iteration which (``graphs``: all, decode-only or none).  Each grid
 point carries its kernel count for that.
 
+**Power window**: on a chip with DVFS (``power.dvfs``) a single op runs at the highest clock at
+which its own power fits ``tdp_w`` (:mod:`sim.model.engine.dvfs`).  A serving loop runs its
+iterations back to back, and the GPU's power controller averages the board power over tens of
+milliseconds (``power.average_window_s``), longer than an iteration: an iteration whose average
+power at the chip's clock fits ``tdp_w`` runs every op at that clock - its heavy GEMMs are not
+throttled by their own power, the memory-bound ops around them make up for it.  So every grid
+point is also priced with every op at ``clock_mhz`` (keys ``top:...``), and an iteration takes
+that price when its energy over its device time, per chip, is at most ``tdp_w``; otherwise each
+op's own DVFS clock (the loop then runs power capped).  Measured: nvidia-smi read 1,980 MHz and
+600-655 W over the serving loop's 512-token mixed iterations, whose GEMMs the per-op rule
+priced at 1,470-1,590 MHz (validation/measurements/h200_micro_serving_kernels*.csv).
+
 Grid points are simulated once per (chip, model, precision, parallelism, options, simulator
 source) and stored as JSON under ``$SIM_CACHE_DIR/serving`` (default
 ``~/.cache/sim/serving``), so a second run of the same deployment simulates nothing.
@@ -61,8 +73,10 @@ from sim.spec.chip import ChipSpec
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
 #: bump when the meaning of a stored grid point changes (4: points carry their kernel count;
-#: 5: and their attention calls)
-TABLE_VERSION = 5
+#: 5: and their attention calls; 6: "top:" points at the chip's clock, for the power window)
+TABLE_VERSION = 6
+#: grid keys of points priced with every op at the chip's clock (DVFS off): the power window
+TOP_CLOCK = "top:"
 #: which iterations replay a captured CUDA graph (the rest are launched eagerly, kernel by kernel)
 GRAPH_POLICIES = ("all", "decode", "none")
 
@@ -196,8 +210,13 @@ class LatencyModel:
             self.path = self.path / f"{chip.name}-{model.name}-{self.key}.json"
         self.table = _TABLES.setdefault(self.key, self._load())
         self.simulated = 0          # grid points simulated by this instance
-        self._dense_lm: dict[tuple[int, int], Cost] = {}   # interpolated dense(T) + lm(L), by (T, L)
-        self._varlen: dict[tuple, Cost] = {}     # prompt chunks -> their varlen kernels (prefill_varlen)
+        # the power window: the same chip with every op at clock_mhz (None without DVFS)
+        pw = getattr(chip, "power", None)
+        self._chip_top = (chip.model_copy(update={"power": pw.model_copy(update={"dvfs": False})})
+                          if pw is not None and pw.dvfs else None)
+        self._mode = ""             # "": each op at its own DVFS clock; TOP_CLOCK: every op at clock_mhz
+        self._dense_lm: dict[tuple[str, int, int], Cost] = {}   # interpolated dense(T) + lm(L), by (mode, T, L)
+        self._varlen: dict[tuple, Cost] = {}     # (mode, prompt chunks) -> their varlen kernels (prefill_varlen)
         self._varlen_op = None
         self._dirty = False
 
@@ -230,7 +249,7 @@ class LatencyModel:
         for k in lower_trace(trace, self.stack):
             if not want(k):
                 continue
-            r = simulate_op(self.chip, k.op, k.options(self.options))
+            r = simulate_op(self._chip_now, k.op, k.options(self.options))
             s += r.seconds * k.repeat
             e += r.energy_pj * k.repeat
             f += r.flops * k.repeat
@@ -253,7 +272,12 @@ class LatencyModel:
     def _is_lm(k) -> bool:
         return k.block == "lm_head" and (k.source or k.op.name).startswith("lm_head")
 
+    @property
+    def _chip_now(self) -> ChipSpec:
+        return self._chip_top if self._mode else self.chip
+
     def _point(self, key: str, make) -> Cost:
+        key = self._mode + key
         c = self.table.get(key)
         if c is None:
             c = make()
@@ -337,20 +361,46 @@ class LatencyModel:
         lo = at(n0)
         return lo if wn == 0.0 else _lerp(lo, at(n1), wn)
 
+    def _windowed(self, price) -> Cost:
+        """``price()`` under the power window (module docstring): with every op at the chip's
+        clock when that fits ``tdp_w`` on average, else with each op at its own DVFS clock
+        (priced only then: a loop under the cap never simulates the per-op clocks)."""
+        if self._chip_top is None:
+            return price()
+        self._mode = TOP_CLOCK
+        try:
+            top = price()
+        finally:
+            self._mode = ""
+        return top if self.fits_power(top) else price()
+
+    def fits_power(self, c: Cost) -> bool:
+        """Whether an iteration's average power per chip (its energy over its device time) is at
+        most the chip's ``tdp_w``."""
+        pw = getattr(self.chip, "power", None)
+        if pw is None or c.seconds <= 0:
+            return True
+        return c.energy_j / self.chips / c.seconds <= pw.tdp_w
+
     def iteration(self, prefill: list[tuple[int, int]] | tuple = (), decode_seqs: int = 0,
                   decode_context_tokens: int = 0, decode_new: int = 1, graph: bool = False) -> Cost:
         """Cost of one iteration: prefill chunks ``(new, past)`` plus ``decode_seqs`` sequences
         with ``decode_context_tokens`` cached tokens in all and ``decode_new`` new tokens each
         (``k + 1`` when verifying ``k`` drafted tokens, all with logits).  ``graph``: replayed
         from a CUDA graph, whose dense work and LM head run over the stack's graph buckets
-        (:class:`~sim.spec.stack_spec.GraphRule`: padding rows cost device time)."""
+        (:class:`~sim.spec.stack_spec.GraphRule`: padding rows cost device time).  Under the
+        power window (module docstring)."""
+        return self._windowed(lambda: self._iteration(prefill, decode_seqs, decode_context_tokens, decode_new, graph))
+
+    def _iteration(self, prefill, decode_seqs: int, decode_context_tokens: int, decode_new: int,
+                   graph: bool) -> Cost:
         T = sum(n for n, _ in prefill) + decode_seqs * decode_new
         L = len(prefill) + decode_seqs * decode_new
         if graph and self.stack.graphs is not None:
             T, L = self.stack.graphs.bucket(T), self.stack.graphs.bucket(L)
-        c = self._dense_lm.get((T, L))
+        c = self._dense_lm.get((self._mode, T, L))
         if c is None:
-            c = self._dense_lm[(T, L)] = self.dense(T) + self.lm_head(L)
+            c = self._dense_lm[(self._mode, T, L)] = self.dense(T) + self.lm_head(L)
         if decode_seqs:
             c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
         if prefill and self.stack.attention.prefill_varlen:
@@ -380,19 +430,19 @@ class LatencyModel:
         energy, FLOPs and DRAM bytes are the chunks' own kernels' (the same work), one kernel
         and one attention call per layer (a masked one when a chunk has cached tokens)."""
         key = tuple((int(n), int(p)) for n, p in prefill)
-        hit = self._varlen.get(key)
+        hit = self._varlen.get((self._mode, key))
         if hit is not None:
             return hit
         heads, d, dt, kvdt, per_iter = self._varlen_shape()
         work = ZERO
         for n, p in key:
             work = work + self.prefill_attention(n, p)
-        k = varlen_prefill(self.chip, self.stack, key, heads, d, dt, kvdt, self.options)
+        k = varlen_prefill(self._chip_now, self.stack, key, heads, d, dt, kvdt, self.options)
         masked = per_iter if any(p > 0 for _, p in key) else 0.0
         c = dataclasses.replace(work, seconds=k.seconds * per_iter, kernels=per_iter, attention_calls=per_iter,
                                 masked_calls=masked)
         if len(self._varlen) < 100_000:
-            self._varlen[key] = c
+            self._varlen[(self._mode, key)] = c
         return c
 
     def launched(self, c: Cost, graph: bool) -> Cost:
@@ -421,4 +471,4 @@ class LatencyModel:
         d = Sequence(decode_new, decode_context, logits=decode_new) if decode_new > 1 else Sequence(1, decode_context)
         seqs += [d] * decode_seqs
         tr = build_iteration(self.model, Iteration(tuple(seqs)), **self.kw)
-        return self._sum(tr, lambda t: True)
+        return self._windowed(lambda: self._sum(tr, lambda t: True))
