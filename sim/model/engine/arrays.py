@@ -12,7 +12,7 @@ import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.lower import raster_group
 from sim.model.kernels.io import KernelInputs
-from sim.model.mapper.search import b_copies_group, block_ranges, footprint_bytes
+from sim.model.mapper.search import b_copies_group, block_ranges
 from sim.model.mapper.tiling import stage_requests, step_bytes
 from sim.spec.chip import ChipSpec
 
