@@ -24,6 +24,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from micro_csv import write_rows, write_table  # noqa: E402
+
 #: (name, m, k, n, launches skipped before profiling, launches profiled)
 SHAPES = [("bf16_8192x8192x8192", 8192, 8192, 8192, 2500, 3),
           ("bf16_512x4096x28672", 512, 4096, 28672, 12000, 3)]
@@ -84,14 +87,9 @@ def main() -> int:
             rows.append({"shape": name, "m": m, "k": k, "n": n, "launch": skip + i, "kernel_us": round(us, 3),
                          "sm_mhz_counters": round(hz / 1e6, 1), "kernel": r[head.index("Kernel Name")][:100]})
             print(rows[-1], flush=True)
-    with open(os.path.join(a.out, "h200_micro_capped_clock.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["shape"])
-        w.writeheader()
-        w.writerows(rows)
-    with open(os.path.join(a.out, "h200_micro_capped_clock_smi.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["shape", "timestamp", "sm_mhz", "power_w", "reasons"])
-        w.writerows(smi_rows)
+    write_rows(os.path.join(a.out, "h200_micro_capped_clock.csv"), rows)
+    write_table(os.path.join(a.out, "h200_micro_capped_clock_smi.csv"),
+                ["shape", "timestamp", "sm_mhz", "power_w", "reasons"], smi_rows)
     with open(os.path.join(a.out, "h200_micro_capped_clock_env.json"), "w") as f:
         json.dump(env, f, indent=1)
     return 0

@@ -33,6 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from micro_csv import write_rows  # noqa: E402
 from smi_sampler import Smi  # noqa: E402
 
 HIDDEN, FFN, QKV, LAYERS = 4096, 14336, 6144, 32
@@ -169,10 +170,7 @@ def main() -> int:
            "smi_start": smi0.strip(), "args": vars(a), "rows": ROWS, "shapes": SHAPES, "layers": LAYERS}
     w = build(torch, F, dev)
     kern = kernel_names(torch, F, w, dev)
-    with open(os.path.join(a.out, "h200_micro_dense_buckets_kernels.csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(kern[0]))
-        wr.writeheader()
-        wr.writerows(kern)
+    write_rows(os.path.join(a.out, "h200_micro_dense_buckets_kernels.csv"), kern)
     smi = Smi("clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active")
     t0 = time.perf_counter()
     rows, stats = [], []
@@ -190,30 +188,19 @@ def main() -> int:
                 rows.append({"graph": gname, "m": m, "replay": i, "t_s": round(t - t0, 6), "ms": round(ms, 5)})
             half = res[len(res) // 2:]
             lo, hi = half[0][0], half[-1][0]
-            samp = [r for r in smi.rows if lo <= r[0] <= hi]
-            num = lambda j: [float(r[j]) for r in samp if r[j].replace(".", "", 1).isdigit()]
             stats.append({"graph": gname, "m": m, "replays": len(res), "first_ms": round(res[0][1], 5),
                           "steady_median_ms": round(statistics.median(ms for _, ms in half), 5),
-                          "sm_mhz_median": statistics.median(num(1)) if num(1) else "",
-                          "mem_mhz_median": statistics.median(num(2)) if num(2) else "",
-                          "power_w_median": statistics.median(num(3)) if num(3) else "",
-                          "reasons": ";".join(sorted({r[4] for r in samp}))})
+                          "sm_mhz_median": smi.between(lo, hi, 1), "mem_mhz_median": smi.between(lo, hi, 2),
+                          "power_w_median": smi.between(lo, hi, 3),
+                          "reasons": ";".join(sorted({r[4] for r in smi.rows if lo <= r[0] <= hi}))})
             print(stats[-1], flush=True)
         del graphs
         torch.cuda.empty_cache()
     smi.stop()
-    with open(os.path.join(a.out, "h200_micro_dense_buckets.csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-    with open(os.path.join(a.out, "h200_micro_dense_buckets_stats.csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(stats[0]))
-        wr.writeheader()
-        wr.writerows(stats)
-    with open(os.path.join(a.out, "h200_micro_dense_buckets_smi.csv"), "w", newline="") as f:
-        wr = csv.writer(f)
-        wr.writerow(["t_s", "sm_mhz", "mem_mhz", "power_w", "reasons"])
-        wr.writerows([(round(r[0] - t0, 4), *r[1:]) for r in smi.rows])
+    write_rows(os.path.join(a.out, "h200_micro_dense_buckets.csv"), rows)
+    write_rows(os.path.join(a.out, "h200_micro_dense_buckets_stats.csv"), stats)
+    smi.write(os.path.join(a.out, "h200_micro_dense_buckets_smi.csv"), t0,
+              ["t_s", "sm_mhz", "mem_mhz", "power_w", "reasons"])
     env["smi_end"] = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
                                      "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     with open(os.path.join(a.out, "h200_micro_dense_buckets_env.json"), "w") as f:

@@ -19,7 +19,6 @@ microseconds), while nvidia-smi samples its own view.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -28,6 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from micro_csv import write_rows  # noqa: E402
 from smi_sampler import Smi  # noqa: E402
 
 PROBE_SRC = r"""
@@ -114,14 +114,8 @@ def main() -> int:
         del x, w
         torch.cuda.empty_cache()
     smi.stop()
-    with open(os.path.join(a.out, "h200_micro_probe_clock.csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-    with open(os.path.join(a.out, "h200_micro_probe_clock_smi.csv"), "w", newline="") as f:
-        wr = csv.writer(f)
-        wr.writerow(["t_s", "sm_mhz", "power_w", "reasons"])
-        wr.writerows([(round(r[0] - t0, 4), *r[1:]) for r in smi.rows])
+    write_rows(os.path.join(a.out, "h200_micro_probe_clock.csv"), rows)
+    smi.write(os.path.join(a.out, "h200_micro_probe_clock_smi.csv"), t0, ["t_s", "sm_mhz", "power_w", "reasons"])
     with open(os.path.join(a.out, "h200_micro_probe_clock_env.json"), "w") as f:
         json.dump(env, f, indent=1)
     return 0

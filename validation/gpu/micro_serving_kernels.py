@@ -22,7 +22,6 @@ kernel of ``--profiled`` replays with the PyTorch profiler (CUPTI sees graph ker
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -35,6 +34,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import serving_loop as SL  # noqa: E402
+from micro_csv import write_rows  # noqa: E402
 from smi_sampler import Smi  # noqa: E402
 
 #: mixed cases: (token bucket, decoding sequences, their context each); the chunk fills the
@@ -122,11 +122,8 @@ def main() -> int:
                       "sm_mhz": smi.between(lo, hi, 1), "power_w": smi.between(lo, hi, 2)})
         print(crows[-1], flush=True)
     smi.stop()
-    for fname, rows in (("h200_micro_serving_kernels.csv", krows), ("h200_micro_serving_kernels_cases.csv", crows)):
-        with open(os.path.join(a.out, fname), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    write_rows(os.path.join(a.out, "h200_micro_serving_kernels.csv"), krows)
+    write_rows(os.path.join(a.out, "h200_micro_serving_kernels_cases.csv"), crows)
     env["smi_end"] = SL.smi("clocks.sm,power.draw,temperature.gpu")
     with open(os.path.join(a.out, "h200_micro_serving_kernels_env.json"), "w") as f:
         json.dump(env, f, indent=1)

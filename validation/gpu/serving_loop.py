@@ -50,7 +50,6 @@ CPU smoke test of either mode (tiny model, fp32, the Triton interpreter; slow):
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -63,6 +62,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from micro_csv import write_rows  # noqa: E402
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 4096, 32, 32, 8, 128, 14336, 128256
 ROPE_THETA = 500000.0      # Llama 3 config (rope_theta)
@@ -1027,13 +1029,7 @@ def smi(query: str) -> str:
 
 
 def write_csv(path, rows):
-    if not rows:
-        return
-    keys = list(rows[0].keys())
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(path, rows)
 
 
 def main(argv=None) -> int:

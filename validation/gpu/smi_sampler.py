@@ -6,6 +6,8 @@ import subprocess
 import threading
 import time
 
+from micro_csv import write_table
+
 
 class Smi:
     """``nvidia-smi --query-gpu=FIELDS -lms=PERIOD`` read line by line in a thread; each row is
@@ -32,3 +34,7 @@ class Smi:
 
     def stop(self):
         self.p.terminate()
+
+    def write(self, path, t0: float, header: list[str]) -> None:
+        """The samples as CSV: host time since ``t0`` (s), then the fields, under ``header``."""
+        write_table(path, header, [(round(r[0] - t0, 4), *r[1:]) for r in self.rows])
