@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from sim.apps.serving.latency import LatencyModel
-from sim.apps.serving.replay import _chunks, loop_policy, predict_iterations, read_run, replay
+from sim.apps.serving.replay import _chunks, loop_latency_model, loop_policy, predict_iterations, read_run, replay
 from sim.model.workload.models import load_model_spec
 from sim.spec.registry import load_chip
 
@@ -45,14 +45,15 @@ def thresholds():
 
 
 @pytest.fixture(scope="module")
-def lm():
+def lm(run3):
     """The eager loop's deployment (the chip's stack, eager_pytorch)."""
-    return LatencyModel(load_chip(CHIP), load_model_spec(MODEL))
+    return loop_latency_model(load_chip(CHIP), MODEL, run3)
 
 
 @pytest.fixture(scope="module")
-def lm_graph():
-    return LatencyModel(load_chip(CHIP), load_model_spec(MODEL), stack="graph_serving_loop")
+def lm_graph(run):
+    """Run 6's deployment: graph_serving_loop, 128 slots, a 2,048-token cache."""
+    return loop_latency_model(load_chip(CHIP), MODEL, run)
 
 
 def test_loop_policy_is_read_from_the_run(run, run3):

@@ -205,10 +205,12 @@ def test_graph_serving_loop_is_eager_pytorch_but_its_graph_rules():
         if key not in differ:
             assert getattr(g, key) == getattr(e, key), key
     assert not g.kv_append_per_group and e.kv_append_per_group
-    assert g.attention.model_dump(exclude={"prefill_latency"}) == {
-        **e.attention.model_dump(exclude={"prefill_latency"}), "prefill_tiles": (64, 64),
+    assert g.attention.model_dump(exclude={"prefill_latency", "decode_split"}) == {
+        **e.attention.model_dump(exclude={"prefill_latency", "decode_split"}), "prefill_tiles": (64, 64),
         "prefill_stats_fill": False, "output_concat": False, "prefill_varlen": True}
     assert e.attention.prefill_latency is None and g.attention.prefill_latency.programs_per_core == 2
+    # the loop's own split-KV Triton decode kernel over its graphs' grid; eager PyTorch's is cuDNN's
+    assert e.attention.decode_split is None and g.attention.decode_split.split_tokens == 256
     assert g.host.model_dump(exclude={"graph_replay_ns", "source"}) == \
         e.host.model_dump(exclude={"graph_replay_ns", "source"})
     assert e.graphs is None and g.graphs.token_buckets[:19] == (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56,
@@ -255,11 +257,12 @@ def test_graph_iterations_are_priced_over_their_buckets():
     T, L = 137 + 5, 2 + 5
     b = lm.stack.graphs.bucket
     assert (b(T), b(L)) == (160, 8)
-    # the prompt chunks' attention: one varlen kernel per layer (attention.prefill_varlen)
-    want = (lm.dense(160) + lm.lm_head(8) + lm.decode_attention(nd, ctx)
+    # the prompt chunks' attention: one varlen kernel per layer (attention.prefill_varlen); the
+    # decodes' split-KV kernel over the graph's rows (no max_batch: the bucket's), eager over theirs
+    want = (lm.dense(160) + lm.lm_head(8) + lm.split_decode_attention(160, nd, ctx)
             + lm.varlen_prefill_attention(pre)).seconds
     assert lm.iteration(pre, nd, ctx, graph=True).seconds == pytest.approx(want, rel=1e-12)
-    eager = (lm.dense(T) + lm.lm_head(L) + lm.decode_attention(nd, ctx)
+    eager = (lm.dense(T) + lm.lm_head(L) + lm.split_decode_attention(nd, nd, ctx)
              + lm.varlen_prefill_attention(pre)).seconds
     assert lm.iteration(pre, nd, ctx).seconds == pytest.approx(eager, rel=1e-12)
     assert want > eager

@@ -103,13 +103,10 @@ def run_to_run(a, b) -> dict:
 
 
 def compare(runs, chip_name: str = "h200_sxm", model: str = "llama3-8b") -> dict:
-    from sim.apps.serving.latency import LatencyModel
-    from sim.apps.serving.replay import loop_policy, read_run, replay
-    from sim.model.workload.models import load_model_spec
+    from sim.apps.serving.replay import loop_latency_model, loop_policy, read_run, replay
     from sim.spec.registry import load_chip
 
     chip = load_chip(chip_name)
-    spec = load_model_spec(model)
     out = {"chip": chip_name, "model": model, "stacks": {}, "runs": {}}
     models = {}
     measured = [read_run(r) for r in runs]
@@ -118,7 +115,7 @@ def compare(runs, chip_name: str = "h200_sxm", model: str = "llama3-8b") -> dict
         env = run.env
         policy = loop_policy(run)
         if policy["stack"] not in models:
-            models[policy["stack"]] = LatencyModel(chip, spec, stack=policy["stack"])
+            models[policy["stack"]] = loop_latency_model(chip, model, run)
             st = models[policy["stack"]].stack
             out["stacks"][st.name] = {"host": st.host.model_dump() if st.host else None,
                                       "graphs": st.graphs.model_dump() if st.graphs else None}

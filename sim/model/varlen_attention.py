@@ -34,7 +34,7 @@ from sim.ir.ops import Attention
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 
-__all__ = ["VarlenKernel", "program_steps", "makespan", "varlen_prefill"]
+__all__ = ["VarlenKernel", "program_steps", "makespan", "varlen_prefill", "SplitDecodeKernel", "split_decode"]
 
 
 def program_steps(chunks, heads: int, block_q: int, block_k: int) -> list[int]:
@@ -120,3 +120,47 @@ def varlen_prefill(chip, stack, chunks, heads: int, head_dim: int, dtype: str = 
     return VarlenKernel(seconds=launch + span, launch_s=launch, makespan_s=span, programs=len(steps), waves=waves,
                         slots=slots, step_s=step, engine_step_s=eng, program_s=fixed,
                         max_steps=max(steps) if steps else 0)
+
+
+@dataclass(frozen=True)
+class SplitDecodeKernel:
+    """The split-KV decode kernel and its combine kernel of one layer (``attention.decode_split``)."""
+
+    seconds: float          # both kernels, each with the chip's launch overhead
+    split_s: float
+    combine_s: float
+    active: int             # split programs with tokens
+    idle: int               # split programs without (past their sequence, or a row without one)
+    waves: int              # ceil(active / slots)
+
+
+def split_decode(chip, rule, rows: int, contexts, cache_tokens: int, kv_heads: int, heads: int) -> SplitDecodeKernel:
+    """The kernels of a split-KV decode over ``rows`` graph rows (``len(contexts) <= rows`` rows
+    hold a sequence of that many keys; the rest hold none) and a cache of ``cache_tokens`` per
+    row, one layer (``rule``: :class:`~sim.spec.stack_spec.DecodeSplitRule`)::
+
+        split   = launch + kernel_ns + ceil(active / slots) x steps x step_ns + idle x empty_program_ns / slots
+        combine = launch + combine_kernel_ns + ceil(rows x heads / slots) x combine_program_ns
+
+    ``steps``: the longest program's key steps; ``slots`` = cores x programs_per_core.  Programs
+    are dealt to the cores in waves (one resident per core on the H200's fit: a wave of
+    programs waits for its slowest), and a program's steps are a dependent chain (load K and
+    V, QK^T, softmax, PV) whose latency, not the cores' throughput, sets the pace."""
+    splits = -(-int(cache_tokens) // rule.split_tokens)
+    active = 0
+    steps = 0
+    for n in contexts:
+        n = min(int(n), splits * rule.split_tokens)
+        if n <= 0:
+            continue
+        active += -(-n // rule.split_tokens)
+        steps = max(steps, -(-min(n, rule.split_tokens) // rule.block_k))
+    active *= kv_heads
+    idle = rows * kv_heads * splits - active
+    slots = chip.cores.count * rule.programs_per_core
+    launch = chip.runtime.op_launch_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
+    waves = -(-active // slots)
+    split = launch + 1e-9 * (rule.kernel_ns + waves * steps * rule.step_ns + idle * rule.empty_program_ns / slots)
+    combine = launch + 1e-9 * (rule.combine_kernel_ns + -(-rows * heads // slots) * rule.combine_program_ns)
+    return SplitDecodeKernel(seconds=split + combine, split_s=split, combine_s=combine, active=active,
+                             idle=idle, waves=waves)

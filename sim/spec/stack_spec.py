@@ -43,6 +43,31 @@ class VarlenLatency(_Frozen):
     source: str = Field(min_length=1, description="the measurement the numbers are calibrated on")
 
 
+class DecodeSplitRule(_Frozen):
+    """A split-KV (flash-decoding) decode kernel whose grid is fixed when a CUDA graph is
+    captured (:func:`sim.model.varlen_attention.split_decode`): a split kernel of (graph rows x
+    KV heads x splits) programs, splits = ceil(cache length / ``split_tokens``), each program
+    walking its split's tokens of its row's sequence in ``block_k``-key steps (a split past the
+    sequence, or a row without one, exits at once), then a combine kernel of (graph rows x
+    query heads) programs.  Pricing each program's steps as a dependent chain (load K and V,
+    QK^T, softmax, PV) in waves of ``programs_per_core`` per core is what the serving loop's
+    kernels measured (validation/fit_decode_split.py)."""
+
+    split_tokens: int = Field(ge=1, le=1 << 24, description="tokens of one split (one program's share of a "
+                                                            "sequence's cache)")
+    block_k: int = Field(ge=1, le=1 << 20, description="keys per step of a program")
+    programs_per_core: int = Field(ge=1, le=64, description="programs resident on one core at once")
+    kernel_ns: float = Field(ge=0, le=1e7, description="fixed time of the split kernel beyond the chip's "
+                                                       "launch overhead, ns")
+    step_ns: float = Field(ge=0, le=1e6, description="one key step of one program (a dependent chain), ns")
+    empty_program_ns: float = Field(ge=0, le=1e6, description="a program with no tokens (it exits), ns")
+    combine_kernel_ns: float = Field(ge=0, le=1e7, description="fixed time of the combine kernel beyond the "
+                                                               "chip's launch overhead, ns")
+    combine_program_ns: float = Field(ge=0, le=1e6, description="one program (row x query head) of the "
+                                                                "combine kernel, ns")
+    source: str = Field(min_length=1, description="the measurement the numbers are calibrated on")
+
+
 class AttentionRule(_Frozen):
     """How the fused attention op runs."""
 
@@ -70,6 +95,10 @@ class AttentionRule(_Frozen):
     prefill_latency: VarlenLatency | None = Field(
         default=None, description="per-program latency of the varlen kernel (needs prefill_varlen); None: "
                                   "programs as fast as the engine's tile work, one per core")
+    decode_split: DecodeSplitRule | None = Field(
+        default=None, description="the decoding sequences' attention is a split-KV kernel over a CUDA graph's "
+                                  "rows and the cache's length, then a combine kernel (sim serve prices it "
+                                  "per iteration: LatencyModel); None: the engine's decode attention op")
 
     @model_validator(mode="after")
     def _varlen_needs_tiles(self):

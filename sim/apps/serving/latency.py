@@ -66,7 +66,7 @@ from sim.ir.ops import Attention
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
-from sim.model.varlen_attention import varlen_prefill
+from sim.model.varlen_attention import split_decode, varlen_prefill
 from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
 from sim.spec.chip import ChipSpec
 
@@ -184,10 +184,11 @@ class LatencyModel:
 
     def __init__(self, chip: ChipSpec, model, precision: Precision = Precision(), attention: str | None = None,
                  parallel: Parallelism = Parallelism(), options: Options | None = None,
-                 cache_dir: str | Path | None | bool = None, stack=None):
+                 cache_dir: str | Path | None | bool = None, stack=None, max_batch: int | None = None):
         self.chip, self.model, self.precision = chip, model, precision
         self.attention = attention or chip.attention_lowering
         self.parallel = parallel
+        self.max_batch = max_batch      # sequences a replica holds at once: the rows of a split decode's graphs
         self.options = options or Options()
         self.stack = chip_stack(chip, stack)
         self.chips = parallel.tensor * parallel.pipeline
@@ -218,6 +219,8 @@ class LatencyModel:
         self._dense_lm: dict[tuple[str, int, int], Cost] = {}   # interpolated dense(T) + lm(L), by (mode, T, L)
         self._varlen: dict[tuple, Cost] = {}     # (mode, prompt chunks) -> their varlen kernels (prefill_varlen)
         self._varlen_op = None
+        self._decode_op = None
+        self._split: dict[tuple, Cost] = {}      # (mode, rows, decoding seqs, mean context) -> split decode
         self._dirty = False
 
     # ----------------------------------------------------------------- storage
@@ -401,7 +404,14 @@ class LatencyModel:
         c = self._dense_lm.get((self._mode, T, L))
         if c is None:
             c = self._dense_lm[(self._mode, T, L)] = self.dense(T) + self.lm_head(L)
-        if decode_seqs:
+        if self.stack.attention.decode_split is not None and decode_new == 1 and (decode_seqs or (graph and prefill)):
+            # a graph's split-KV decode runs over the graph's rows, with or without decoding sequences
+            rows = decode_seqs
+            if graph and self.stack.graphs is not None:
+                rows = min(T, self.max_batch) if prefill and self.max_batch else T if prefill else \
+                    self.stack.graphs.bucket(decode_seqs)
+            c = c + self.split_decode_attention(rows, decode_seqs, decode_context_tokens)
+        elif decode_seqs:
             c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
         if prefill and self.stack.attention.prefill_varlen:
             return c + self.varlen_prefill_attention(prefill)
@@ -422,6 +432,41 @@ class LatencyModel:
                 raise ValueError(f"{self.model.name}: no fused prefill attention kernel to price as varlen "
                                  f"(stack '{self.stack.name}')")
         return self._varlen_op
+
+    def _decode_shape(self) -> tuple:
+        """(KV heads, query heads, decode attention kernels per iteration) on one chip, read off a
+        lowered one-sequence decode iteration."""
+        if self._decode_op is None:
+            tr = build_iteration(self.model, Iteration((Sequence(1, 64),)), **self.kw)
+            for k in lower_trace(tr, self.stack):
+                if isinstance(k.op, Attention) and k.op.q_len == 1 and self._is_attn(k):
+                    self._decode_op = (k.op.kv_heads, k.op.heads, k.repeat)
+                    break
+            else:
+                raise ValueError(f"{self.model.name}: no decode attention kernel (stack '{self.stack.name}')")
+        return self._decode_op
+
+    def split_decode_attention(self, rows: int, decode_seqs: int, context_tokens: int) -> Cost:
+        """The decoding sequences' split-KV kernel and its combine kernel over ``rows`` graph rows
+        and the cache's length (``model.max_context``), per layer (the stack's
+        ``attention.decode_split``; :func:`sim.model.varlen_attention.split_decode`), at least the
+        engine's decode attention of the same sequences (what their K/V stream costs).  Energy,
+        FLOPs and DRAM bytes are that op's (the rows without a sequence move no data); two kernels
+        and one decode call per layer."""
+        C = int(round(context_tokens / decode_seqs)) if decode_seqs else 0
+        key = (self._mode, int(rows), int(decode_seqs), C)
+        hit = self._split.get(key)
+        if hit is not None:
+            return hit
+        kv_heads, heads, per_iter = self._decode_shape()
+        k = split_decode(self._chip_now, self.stack.attention.decode_split, max(int(rows), int(decode_seqs)),
+                         [C + 1] * int(decode_seqs), self.model.max_context, kv_heads, heads)
+        work = self.decode_attention(decode_seqs, context_tokens) if decode_seqs else ZERO
+        c = dataclasses.replace(work, seconds=max(work.seconds, k.seconds * per_iter), kernels=2 * per_iter,
+                                decode_calls=per_iter)
+        if len(self._split) < 100_000:
+            self._split[key] = c
+        return c
 
     def varlen_prefill_attention(self, prefill) -> Cost:
         """Every prompt chunk of an iteration in ONE varlen kernel per layer (the stack's

@@ -25,9 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from sim.apps.serving.latency import LatencyModel
 from sim.apps.serving.simulator import serve
 from sim.apps.serving.workload import Request
 from sim.errors import WorkloadError
+from sim.model.workload.models import load_model_spec
 from sim.spec.chip import ChipSpec
 
 __all__ = ["MeasuredRun", "read_run", "loop_policy", "LOOP_STACKS", "replay", "predict_iterations", "METRICS", "PERCENTILES"]
@@ -92,6 +94,21 @@ def loop_policy(run: MeasuredRun) -> dict:
             "max_batch": int(a.get("slots", 128)), "graphs": graphs, "stack": LOOP_STACKS[graphs]}
 
 
+def loop_model_set(run: MeasuredRun) -> dict:
+    """The served model as the loop ran it: its KV cache held ``max_len`` tokens per slot (the
+    model's context; a split-KV decode kernel's grid spans it)."""
+    a = run.env.get("args", {})
+    return {"max_context": int(a["max_len"])} if a.get("max_len") else {}
+
+
+def loop_latency_model(chip: ChipSpec, model, run: MeasuredRun, **kwargs) -> LatencyModel:
+    """The iteration model of the loop's deployment: its stack (:func:`loop_policy`), its slots
+    as the replica's sequences at once, its cache length as the model's context."""
+    policy = loop_policy(run)
+    spec = load_model_spec(model, overrides=loop_model_set(run) or None)
+    return LatencyModel(chip, spec, stack=policy["stack"], max_batch=policy["max_batch"], **kwargs)
+
+
 def _chunks(text) -> list[tuple[int, int]]:
     if not isinstance(text, str) or not text:
         return []
@@ -129,7 +146,7 @@ def replay(chip: ChipSpec | str, model, run: MeasuredRun, rates=None, progress: 
             raise WorkloadError(f"{run.path}: no requests at rate {rate!r} (rates: {run.rates})")
         reqs = [Request(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
                 for i, r in enumerate(rq.itertuples(index=False))]
-        res = serve(chip, model, reqs, progress=progress, **policy)
+        res = serve(chip, model, reqs, progress=progress, model_set=loop_model_set(run) or None, **policy)
         fin = rq[rq["status"] == "finished"]
         sim = res.requests[res.requests["status"] == "finished"]
         mi = run.iterations[run.iterations["rate"] == rate]

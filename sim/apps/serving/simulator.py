@@ -232,7 +232,7 @@ def _cost_models(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, precision: P
                  checked_draft: ModelSpec | None) -> _CostModels:
     options = Options(fidelity=cfg.fidelity)
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
-                       stack=cfg.stack)
+                       stack=cfg.stack, max_batch=cfg.max_batch)
     spec_dec = Speculative(cfg.speculative_k, cfg.speculative_alpha if not isinstance(cfg.speculative_alpha, list)
                            else tuple(cfg.speculative_alpha),
                            getattr(cfg.draft_model, "name", cfg.draft_model)) if cfg.speculative_k else None
@@ -241,7 +241,7 @@ def _cost_models(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, precision: P
     if spec_dec and checked_draft is not None:
         draft_spec = checked_draft
         draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
-                             stack=cfg.stack)
+                             stack=cfg.stack, max_batch=cfg.max_batch)
     return _CostModels(lat, spec_dec, draft, draft_spec)
 
 
