@@ -511,7 +511,9 @@ class LatencyModel:
 
     def exact(self, prefill=(), decode_seqs: int = 0, decode_context: int = 0, decode_new: int = 1) -> Cost:
         """The same iteration built by ``build_iteration`` and summed op by op (no grid):
-        decoding sequences all at ``decode_context`` cached tokens.  For tests."""
+        decoding sequences all at ``decode_context`` cached tokens.  For tests of the grid's
+        interpolation: its decode attention is the engine's op even under a stack with
+        ``attention.decode_split`` (that kernel is priced per iteration, never interpolated)."""
         seqs = [Sequence(n, p) for n, p in prefill]
         d = Sequence(decode_new, decode_context, logits=decode_new) if decode_new > 1 else Sequence(1, decode_context)
         seqs += [d] * decode_seqs
