@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -31,13 +30,9 @@ sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 
+from graph_timing import smi  # noqa: E402
 from micro_csv import write_rows  # noqa: E402
 from smi_sampler import Smi  # noqa: E402
-
-
-def smi(q: str) -> str:
-    return subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
-                          text=True).stdout.strip()
 
 
 def gemm(dtype: str, n: int):
