@@ -23,7 +23,6 @@ relative error; programs_per_core is the best of 1-4.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.apps.inference import check_fit, default_dtype, run_llm, run_trace
+from sim.apps.inference import check_fit, default_dtype, run_llm
+from sim.apps.iteration import run_trace
 from sim.apps.interrupt import sigterm_as_interrupt, stop_pool
 from sim.apps.kernel_harness import harness_clock
 from sim.apps.validation_cases import Case, read_cases
@@ -190,7 +191,7 @@ def predict_model(chip: ChipSpec, case: Case, with_ops: bool = False) -> dict[st
     """A ``model`` case through the path ``sim run`` takes: prefill and decode steps are
     :func:`sim.apps.inference.run_llm` itself; a mixed iteration is the same steps run_llm takes for
     one iteration (its precision, fit check, :func:`~sim.model.workload.llm.build_iteration` with the
-    chip's attention lowering, :func:`~sim.apps.inference.run_trace`) on the mixed batch.  No
+    chip's attention lowering, :func:`~sim.apps.iteration.run_trace`) on the mixed batch.  No
     lowering of its own.  Plus, once, the event-timing overhead of the timed call."""
     nl = case.values.get("num_layers")
     spec = load_model_spec(case.attrs["model"], overrides={"num_layers": int(nl)} if nl else None)

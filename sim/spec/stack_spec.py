@@ -16,99 +16,14 @@ import operator
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from sim.errors import UnknownNameError
 from sim.spec.dtypes import get_format
 from sim.spec.spec_base import resolve_rate_class
+from sim.spec.stack_attention import AttentionRule, DecodeSplitRule, FrozenSpec, VarlenLatency
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class VarlenLatency(_Frozen):
-    """What one program of a varlen prefill-attention kernel takes beyond its tile work
-    (:mod:`sim.model.varlen_attention`): a program (query block x head) walks its key blocks one
-    after another, each step a dependent chain (load K, QK^T, softmax, load V, PV) that one
-    program cannot overlap, and few programs fit on a core at once."""
-
-    program_ns: float = Field(ge=0, le=1e6, description="fixed time of one program (its query block's load, "
-                                                         "the epilogue's normalise and store), ns")
-    step_ns: float = Field(ge=0, le=1e6, description="least time of one key step of one program (the serial "
-                                                      "chain's latency), ns; a step takes the longer of this and "
-                                                      "the engine's tile work")
-    programs_per_core: int = Field(ge=1, le=64, description="programs resident on one core at once (shared "
-                                                             "memory / registers per program)")
-    source: str = Field(min_length=1, description="the measurement the numbers are calibrated on")
-
-
-class DecodeSplitRule(_Frozen):
-    """A split-KV (flash-decoding) decode kernel whose grid is fixed when a CUDA graph is
-    captured (:func:`sim.model.varlen_attention.split_decode`): a split kernel of (graph rows x
-    KV heads x splits) programs, splits = ceil(cache length / ``split_tokens``), each program
-    walking its split's tokens of its row's sequence in ``block_k``-key steps (a split past the
-    sequence, or a row without one, exits at once), then a combine kernel of (graph rows x
-    query heads) programs.  Pricing each program's steps as a dependent chain (load K and V,
-    QK^T, softmax, PV) in waves of ``programs_per_core`` per core is what the serving loop's
-    kernels measured (validation/fit_decode_split.py)."""
-
-    split_tokens: int = Field(ge=1, le=1 << 24, description="tokens of one split (one program's share of a "
-                                                            "sequence's cache)")
-    block_k: int = Field(ge=1, le=1 << 20, description="keys per step of a program")
-    programs_per_core: int = Field(ge=1, le=64, description="programs resident on one core at once")
-    kernel_ns: float = Field(ge=0, le=1e7, description="fixed time of the split kernel beyond the chip's "
-                                                       "launch overhead, ns")
-    step_ns: float = Field(ge=0, le=1e6, description="one key step of one program (a dependent chain), ns")
-    empty_program_ns: float = Field(ge=0, le=1e6, description="a program with no tokens (it exits), ns")
-    combine_kernel_ns: float = Field(ge=0, le=1e7, description="fixed time of the combine kernel beyond the "
-                                                               "chip's launch overhead, ns")
-    combine_program_ns: float = Field(ge=0, le=1e6, description="one program (row x query head) of the "
-                                                                "combine kernel, ns")
-    source: str = Field(min_length=1, description="the measurement the numbers are calibrated on")
-
-
-class AttentionRule(_Frozen):
-    """How the fused attention op runs."""
-
-    decode_array: str | None = Field(
-        default=None, description="array (library path) of the kernel for one query row per sequence; "
-                                  "None: the chip's default array")
-    prefill_array: str | None = Field(default=None, description="array of the kernel for longer queries")
-    prefill_tiles: tuple[Annotated[int, Field(ge=1, le=1 << 20)], Annotated[int, Field(ge=1, le=1 << 20)]] | None = \
-        Field(default=None, description="(query rows, key rows) of the kernel for longer queries' tile; None: "
-                                         "the chip's attention_tiles for its array")
-    prefill_stats_fill: bool = Field(
-        default=False, description="a fill kernel of one fp32 softmax statistic per query row runs before a "
-                                   "prefill attention kernel")
-    output_copy: bool = Field(
-        default=False, description="for more than one query row the attention output is made contiguous "
-                                   "(a copy) before the output projection")
-    output_concat: bool = Field(
-        default=False, description="a layer with several attention calls (groups of sequences of different "
-                                   "lengths) concatenates their outputs (one cat kernel) before the projection")
-    prefill_varlen: bool = Field(
-        default=False, description="one varlen kernel per layer serves every prompt chunk of an iteration "
-                                   "(one launch; its programs are every chunk's query blocks x heads, each "
-                                   "walking its own chunk's keys); needs prefill_tiles. sim serve and sim run "
-                                   "(run_trace) both group an iteration's chunks")
-    prefill_latency: VarlenLatency | None = Field(
-        default=None, description="per-program latency of the varlen kernel (needs prefill_varlen); None: "
-                                  "programs as fast as the engine's tile work, one per core")
-    decode_split: DecodeSplitRule | None = Field(
-        default=None, description="the decoding sequences' attention is a split-KV kernel over a CUDA graph's "
-                                  "rows and the cache's length, then a combine kernel (sim serve prices it "
-                                  "per iteration: LatencyModel); None: the engine's decode attention op")
-
-    @model_validator(mode="after")
-    def _varlen_needs_tiles(self):
-        if self.prefill_varlen and self.prefill_tiles is None:
-            raise ValueError("attention.prefill_varlen needs attention.prefill_tiles (the kernel's query rows "
-                             "and keys per step: its programs are counted in query blocks)")
-        if self.prefill_latency is not None and not self.prefill_varlen:
-            raise ValueError("attention.prefill_latency prices the varlen prefill kernel: set "
-                             "attention.prefill_varlen: true")
-        return self
+__all__ = ["StackSpec", "AttentionRule", "DecodeSplitRule", "VarlenLatency"]
 
 
 #: a tile side or split-K factor: 1 .. 2^20 (0 or -1 passed `sim check`)
@@ -176,7 +91,7 @@ def _known_kernel_class(name):
 _KernelClass = Annotated[str, AfterValidator(_known_kernel_class)]
 
 
-class MisalignedGemmRule(_Frozen):
+class MisalignedGemmRule(FrozenSpec):
     """16-bit GEMMs whose row strides are not aligned for the main kernels' loads."""
 
     align_elements: int = Field(ge=1, description="k and n must be multiples of this for the main path")
@@ -185,7 +100,7 @@ class MisalignedGemmRule(_Frozen):
     odd_array: str = Field(description="array of the kernels for odd strides")
 
 
-class Sparse24GemmRule(_Frozen):
+class Sparse24GemmRule(FrozenSpec):
     """2:4 structured-sparse GEMMs run through a sparse library."""
 
     row_multiple: int = Field(ge=1, description="the input's rows are padded to a multiple of this "
@@ -201,7 +116,7 @@ _EXPR_NAMES_DOC = ("n: elements of the unit the rule splits (rope: q or k; per e
                    "experts, A: token-expert assignments (T*k), F: expert FFN width; GEMM kernels: m, k, n")
 
 
-class StepKernel(_Frozen):
+class StepKernel(FrozenSpec):
     """One memory-bound kernel of an op the stack runs unfused.  ``read`` / ``write`` (bytes),
     ``elements`` and ``row`` are numbers or arithmetic expressions (+ - * / // ( ) max min) over
     the names the lowering gives the op (see :attr:`UnfusedRule.kernels`)."""
@@ -282,7 +197,7 @@ def _check_expression(v):
     return v
 
 
-class UnfusedRule(_Frozen):
+class UnfusedRule(FrozenSpec):
     """A model op the stack runs as several kernels (``unfused:`` in the profile, keyed by the
     trace op's name, e.g. ``moe.act``, or its VectorOp name, e.g. ``rope``; the name wins)."""
 
@@ -305,7 +220,7 @@ def _check_names(kernels, allowed: set[str]) -> None:
             raise ValueError(f"kernel {k.name}: unknown name(s) {', '.join(bad)} (known: {', '.join(sorted(allowed))})")
 
 
-class RowWorkRule(_Frozen):
+class RowWorkRule(FrozenSpec):
     """Work a weight-only GEMM kernel does per (row of A, weight) on top of streaming its
     weights, at a rate below its tensor-core path - e.g. PyTorch's int4 "tinygemm"
     (torch._weight_int4pack_mm), whose time grows with the rows times the weights at a
@@ -330,7 +245,7 @@ class RowWorkRule(_Frozen):
     source: str = Field(default="", description="the microbenchmark the numbers come from")
 
 
-class WeightOnlyGemmRule(_Frozen):
+class WeightOnlyGemmRule(FrozenSpec):
     """Kernels a weight-only GEMM path runs around its GEMM kernel (e.g. torch._weight_int8pack_mm
     converts its input and scales to fp32 and its fp32 output back); expressions over m, k, n, eb.
     ``row_work``: the GEMM kernel's own per-row cost beyond the engine's (:class:`RowWorkRule`)."""
@@ -346,7 +261,7 @@ class WeightOnlyGemmRule(_Frozen):
         return self
 
 
-class GemmRule(_Frozen):
+class GemmRule(FrozenSpec):
     dtype_arrays: dict[_Format, str] = Field(default_factory=dict,
                                          description="number format -> array its GEMMs run on")
     misaligned: MisalignedGemmRule | None = None
@@ -356,7 +271,7 @@ class GemmRule(_Frozen):
                                           "kernels around it")
 
 
-class StreamKernelRule(_Frozen):
+class StreamKernelRule(FrozenSpec):
     """The rate of one class of the library's memory-bound kernels (norms, softmax,
     activations, strided copies), measured against the chip's ideal stream.
 
@@ -397,7 +312,7 @@ class StreamKernelRule(_Frozen):
             rows >= self.min_rows and (self.max_rows is None or rows <= self.max_rows)
 
 
-class HostRule(_Frozen):
+class HostRule(FrozenSpec):
     """What the host (CPU and framework) spends issuing one serving iteration's work.
 
     An eager iteration launches its kernels one by one from the framework: the device cannot
@@ -434,7 +349,7 @@ class HostRule(_Frozen):
                 + decode_calls * self.eager_ns_per_decode_attention_call)
 
 
-class GraphRule(_Frozen):
+class GraphRule(FrozenSpec):
     """How a serving stack's CUDA graphs are shaped (used by request-level serving only).
 
     Graphs are captured once per size, so an iteration replayed from a graph runs the graph of
@@ -474,7 +389,7 @@ def _known_unfused_key(name):
 _UnfusedKey = Annotated[str, AfterValidator(_known_unfused_key)]
 
 
-class StackSpec(_Frozen):
+class StackSpec(FrozenSpec):
     """One software stack, as declared in ``stacks/<name>.yaml``."""
 
     schema_version: Literal[1]

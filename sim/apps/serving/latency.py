@@ -22,7 +22,7 @@ numbers (:func:`sim.model.workload.llm.build_iteration` is the source of every o
 Each function is sampled lazily on a grid (powers of two, with 1.5x midpoints above 64 for
 ``T``/``L``) and interpolated linearly (bilinearly for the two-argument ones).  An iteration
 is ``dense(T) + lm(L) + decode_attn + Σ prefill_attn``: exactly the sum that
-:func:`sim.apps.inference.run_trace` forms over the same iteration's ops (the ops run one after
+:func:`sim.apps.iteration.run_trace` forms over the same iteration's ops (the ops run one after
 another on the chip), so the composition itself adds no error; the interpolation between grid
 points does, and ``tests/test_serving.py::test_interpolation_error_vs_exact_iterations``
 measures it against ``build_iteration`` + ``run_trace`` of real mixed batches.  A batch whose
@@ -54,14 +54,14 @@ source) and stored as JSON under ``$SIM_CACHE_DIR/serving`` (default
 """
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
+from sim.apps.serving.cost import ZERO, Cost, bracket, lerp, pow2_grid, token_grid
 from sim.ir.ops import Attention
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
@@ -81,75 +81,6 @@ TOP_CLOCK = "top:"
 GRAPH_POLICIES = ("all", "decode", "none")
 
 
-def _token_grid(limit: int) -> list[int]:
-    g = [1, 2, 4, 8, 16, 32, 64]
-    x = 64
-    while x < limit:
-        g += [x + x // 2, 2 * x]
-        x *= 2
-    return g
-
-
-def _pow2_grid(lo: int, limit: int) -> list[int]:
-    g = [lo]
-    while g[-1] < limit:
-        g.append(g[-1] * 2)
-    return g
-
-
-@dataclass(frozen=True)
-class Cost:
-    """Seconds, joules (all chips of the replica), FLOPs, DRAM bytes, launched kernels and
-    attention calls (per chip) of an iteration or a part.  ``seconds`` is device time until
-    :meth:`LatencyModel.launched` adds the host's share, which the kernels and the calls price:
-    ``attention_calls`` counts every attention call of a prompt chunk (one per layer and chunk),
-    ``masked_calls`` those of chunks behind cached tokens (a causal mask aligned to the bottom
-    right), ``decode_calls`` the decoding sequences' attention calls (one per layer)."""
-
-    seconds: float = 0.0
-    energy_j: float = 0.0
-    flops: float = 0.0
-    dram_bytes: float = 0.0
-    kernels: float = 0.0
-    attention_calls: float = 0.0
-    masked_calls: float = 0.0
-    decode_calls: float = 0.0
-
-    def __add__(self, o: "Cost") -> "Cost":
-        return Cost(self.seconds + o.seconds, self.energy_j + o.energy_j, self.flops + o.flops,
-                    self.dram_bytes + o.dram_bytes, self.kernels + o.kernels,
-                    self.attention_calls + o.attention_calls, self.masked_calls + o.masked_calls,
-                    self.decode_calls + o.decode_calls)
-
-    def scale(self, w: float) -> "Cost":
-        return Cost(self.seconds * w, self.energy_j * w, self.flops * w, self.dram_bytes * w, self.kernels * w,
-                    self.attention_calls * w, self.masked_calls * w, self.decode_calls * w)
-
-    def values(self) -> tuple:
-        return (self.seconds, self.energy_j, self.flops, self.dram_bytes, self.kernels, self.attention_calls,
-                self.masked_calls, self.decode_calls)
-
-
-ZERO = Cost()
-
-
-def _lerp(a: Cost, b: Cost, w: float) -> Cost:
-    return Cost(*(x + w * (y - x) for x, y in zip(a.values(), b.values())))
-
-
-def _bracket(grid: list[int], x: float) -> tuple[int, int, float]:
-    """Grid points around ``x`` and the weight of the upper one (x beyond the grid: the last)."""
-    if x <= grid[0]:
-        return grid[0], grid[0], 0.0
-    if x >= grid[-1]:
-        return grid[-1], grid[-1], 0.0
-    i = bisect.bisect_left(grid, x)
-    hi, lo = grid[i], grid[i - 1]
-    if hi == x:
-        return hi, hi, 0.0
-    return lo, hi, (x - lo) / (hi - lo)
-
-
 def _source_hash() -> str:
     """Hash of the simulator's sources that a grid point depends on (everything but the command
     line and the rest of serving; the other apps are in, since iterations are priced through them)."""
@@ -157,7 +88,7 @@ def _source_hash() -> str:
     h = hashlib.sha256()
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root).as_posix()
-        if rel.startswith("apps/serving/") and rel != "apps/serving/latency.py":
+        if rel.startswith("apps/serving/") and rel not in ("apps/serving/latency.py", "apps/serving/cost.py"):
             continue
         if rel.startswith("cli/") or rel == "__init__.py":
             continue
@@ -193,10 +124,10 @@ class LatencyModel:
         self.stack = chip_stack(chip, stack)
         self.chips = parallel.tensor * parallel.pipeline
         self.kw = dict(precision=precision, attention=self.attention, parallel=parallel)
-        self.token_grid = _token_grid(max(2 * model.max_context, 8192))
-        self.kv_grid = [k for k in _token_grid(model.max_context) if k >= 16]
-        self.batch_grid = _pow2_grid(1, 4096)
-        self.past_grid = [0] + _pow2_grid(16, model.max_context)
+        self.token_grid = token_grid(max(2 * model.max_context, 8192))
+        self.kv_grid = [k for k in token_grid(model.max_context) if k >= 16]
+        self.batch_grid = pow2_grid(1, 4096)
+        self.past_grid = [0] + pow2_grid(16, model.max_context)
         ident = json.dumps({"v": TABLE_VERSION, "chip": chip.model_dump_json(), "model": model.model_dump_json(),
                             "precision": asdict(precision), "attention": self.attention,
                             "parallel": asdict(parallel), "options": repr(self.options),
@@ -247,7 +178,7 @@ class LatencyModel:
     # ----------------------------------------------------------------- exact pieces
     def _sum(self, trace, want) -> Cost:
         """The kernels the chip's software stack launches for ``trace`` (the lowering
-        :func:`sim.apps.inference.run_trace` uses), those ``want`` keeps, summed."""
+        :func:`sim.apps.iteration.run_trace` uses), those ``want`` keeps, summed."""
         s = e = f = b = n = calls = masked = dec = 0.0
         for k in lower_trace(trace, self.stack):
             if not want(k):
@@ -318,11 +249,11 @@ class LatencyModel:
 
     # ----------------------------------------------------------------- interpolated
     def _interp1(self, grid, x, point) -> Cost:
-        lo, hi, w = _bracket(grid, x)
+        lo, hi, w = bracket(grid, x)
         if x > grid[-1]:
             return point(int(x))
         a = point(lo)
-        return a if w == 0.0 else _lerp(a, point(hi), w)
+        return a if w == 0.0 else lerp(a, point(hi), w)
 
     def dense(self, T: int) -> Cost:
         return self._interp1(self.token_grid, T, self._dense_point)
@@ -340,29 +271,29 @@ class LatencyModel:
         if B <= 0:
             return ZERO
         kv = max(1.0, context_tokens / B) + q
-        b0, b1, wb = _bracket(self.batch_grid, B)
-        k0, k1, wk = _bracket(self.kv_grid, kv)
+        b0, b1, wb = bracket(self.batch_grid, B)
+        k0, k1, wk = bracket(self.kv_grid, kv)
         cap = self.model.max_context
         c0, c1 = max(0, min(k0, cap) - q), max(0, min(k1, cap) - q)
 
         def at(b):
             a = self._decode_attn_point(q, b, c0)
-            return a if wk == 0.0 else _lerp(a, self._decode_attn_point(q, b, c1), wk)
+            return a if wk == 0.0 else lerp(a, self._decode_attn_point(q, b, c1), wk)
         lo = at(b0)
-        return lo if wb == 0.0 else _lerp(lo, at(b1), wb)
+        return lo if wb == 0.0 else lerp(lo, at(b1), wb)
 
     def prefill_attention(self, new: int, past: int) -> Cost:
-        n0, n1, wn = _bracket(self.token_grid, new)
-        p0, p1, wp = _bracket(self.past_grid, past)
+        n0, n1, wn = bracket(self.token_grid, new)
+        p0, p1, wp = bracket(self.past_grid, past)
 
         def ok(n, p):
             return min(p, max(0, self.model.max_context - n))
 
         def at(n):
             a = self._prefill_attn_point(n, ok(n, p0))
-            return a if wp == 0.0 else _lerp(a, self._prefill_attn_point(n, ok(n, p1)), wp)
+            return a if wp == 0.0 else lerp(a, self._prefill_attn_point(n, ok(n, p1)), wp)
         lo = at(n0)
-        return lo if wn == 0.0 else _lerp(lo, at(n1), wn)
+        return lo if wn == 0.0 else lerp(lo, at(n1), wn)
 
     def _windowed(self, price) -> Cost:
         """``price()`` under the power window (module docstring): with every op at the chip's
