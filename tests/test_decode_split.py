@@ -94,3 +94,6 @@ def test_serving_iterations_pay_the_graphs_grid(h200):
         lm.iteration([(480, 0)], 16, 16 * 1000, graph=True).seconds
     d = lm.split_decode_attention(lm.stack.graphs.bucket(5), 5, 5 * 1000)
     assert d.kernels == 2 * layers and d.decode_calls == layers
+    # the decode path copies its queries first (q.contiguous()); a mixed graph passes the view
+    c = lm.split_decode_attention(lm.stack.graphs.bucket(5), 5, 5 * 1000, decode_only=True)
+    assert c.kernels == 3 * layers and c.seconds > d.seconds and c.dram_bytes > d.dram_bytes

@@ -54,6 +54,9 @@ class DecodeSplitRule(FrozenSpec):
                                                                "chip's launch overhead, ns")
     combine_program_ns: float = Field(ge=0, le=1e6, description="one program (row x query head) of the "
                                                                 "combine kernel, ns")
+    query_copy_decode_only: bool = Field(
+        default=False, description="a decode-only iteration first copies its queries into a contiguous "
+                                   "tensor (one copy kernel a layer); iterations with prompt chunks pass a view")
     source: str = Field(min_length=1, description="the measurement the numbers are calibrated on")
 
 

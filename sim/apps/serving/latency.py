@@ -62,13 +62,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from sim.apps.serving.cost import ZERO, Cost, bracket, lerp, pow2_grid, token_grid
-from sim.ir.ops import Attention
+from sim.ir.ops import Attention, Copy
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_op
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.varlen_attention import split_decode, varlen_prefill
 from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
 from sim.spec.chip import ChipSpec
+from sim.spec.dtypes import get_format
 
 #: op names of the attention family in a trace (fused kernel or its unfused pieces)
 ATTENTION_OPS = frozenset({"attn.core", "attn.qk", "attn.softmax", "attn.pv", "attn.qk.dequant", "attn.pv.dequant"})
@@ -341,7 +342,7 @@ class LatencyModel:
             if graph and self.stack.graphs is not None:
                 rows = min(T, self.max_batch) if prefill and self.max_batch else T if prefill else \
                     self.stack.graphs.bucket(decode_seqs)
-            c = c + self.split_decode_attention(rows, decode_seqs, decode_context_tokens)
+            c = c + self.split_decode_attention(rows, decode_seqs, decode_context_tokens, decode_only=not prefill)
         elif decode_seqs:
             c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
         if prefill and self.stack.attention.prefill_varlen:
@@ -371,30 +372,39 @@ class LatencyModel:
             tr = build_iteration(self.model, Iteration((Sequence(1, 64),)), **self.kw)
             for k in lower_trace(tr, self.stack):
                 if isinstance(k.op, Attention) and k.op.q_len == 1 and self._is_attn(k):
-                    self._decode_op = (k.op.kv_heads, k.op.heads, k.repeat)
+                    q_bytes = k.op.heads * k.op.head_dim * get_format(k.op.dtype).bytes_for(1)
+                    self._decode_op = (k.op.kv_heads, k.op.heads, k.repeat, q_bytes)
                     break
             else:
                 raise ValueError(f"{self.model.name}: no decode attention kernel (stack '{self.stack.name}')")
         return self._decode_op
 
-    def split_decode_attention(self, rows: int, decode_seqs: int, context_tokens: int) -> Cost:
+    def split_decode_attention(self, rows: int, decode_seqs: int, context_tokens: int,
+                               decode_only: bool = False) -> Cost:
         """The decoding sequences' split-KV kernel and its combine kernel over ``rows`` graph rows
         and the cache's length (``model.max_context``), per layer (the stack's
         ``attention.decode_split``; :func:`sim.model.varlen_attention.split_decode`), at least the
         engine's decode attention of the same sequences (what their K/V stream costs).  Energy,
         FLOPs and DRAM bytes are that op's (the rows without a sequence move no data); two kernels
-        and one decode call per layer."""
+        and one decode call per layer.  With the rule's ``query_copy_decode_only``, a decode-only
+        iteration (``decode_only``) adds the queries' copy kernel per layer."""
+        rule = self.stack.attention.decode_split
         C = int(round(context_tokens / decode_seqs)) if decode_seqs else 0
-        key = (self._mode, int(rows), int(decode_seqs), C)
+        copy = bool(rule.query_copy_decode_only and decode_only and decode_seqs)
+        key = (self._mode, int(rows), int(decode_seqs), C, copy)
         hit = self._split.get(key)
         if hit is not None:
             return hit
-        kv_heads, heads, per_iter = self._decode_shape()
-        k = split_decode(self._chip_now, self.stack.attention.decode_split, max(int(rows), int(decode_seqs)),
+        kv_heads, heads, per_iter, q_bytes = self._decode_shape()
+        k = split_decode(self._chip_now, rule, max(int(rows), int(decode_seqs)),
                          [C + 1] * int(decode_seqs), self.model.max_context, kv_heads, heads)
         work = self.decode_attention(decode_seqs, context_tokens) if decode_seqs else ZERO
         c = dataclasses.replace(work, seconds=max(work.seconds, k.seconds * per_iter), kernels=2 * per_iter,
                                 decode_calls=per_iter)
+        if copy:
+            r = simulate_op(self._chip_now, Copy("attn.core.query_copy", int(decode_seqs) * q_bytes))
+            c = c + Cost(r.seconds * per_iter, r.energy_pj * 1e-12 * per_iter * self.chips, 0.0,
+                         r.dram_bytes * per_iter * self.chips, per_iter)
         if len(self._split) < 100_000:
             self._split[key] = c
         return c
