@@ -17,7 +17,10 @@ numbers (:func:`sim.model.workload.llm.build_iteration` is the source of every o
   ``prefill_attn(n, p)`` with ``n`` new tokens behind ``p`` cached ones - unless the stack's
   prefill attention is varlen (``attention.prefill_varlen``): then all chunks of the iteration
   are one kernel per layer (:meth:`LatencyModel.varlen_prefill_attention`, priced by
-  :mod:`sim.model.varlen_attention`, not interpolated).
+  :mod:`sim.model.varlen_attention`, not interpolated); and unless the stack's decode kernel is a
+  split-KV kernel over a CUDA graph's grid (``attention.decode_split``): then its time follows the
+  graph's rows (``max_batch``) and the cache's length (``model.max_context``), with or without
+  decoding sequences (:meth:`LatencyModel.split_decode_attention`, not interpolated).
 
 Each function is sampled lazily on a grid (powers of two, with 1.5x midpoints above 64 for
 ``T``/``L``) and interpolated linearly (bilinearly for the two-argument ones).  An iteration
