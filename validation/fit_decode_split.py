@@ -23,17 +23,25 @@ relative error; programs_per_core is the best of 1-4.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sim.spec.registry import load_chip  # noqa: E402
+
 MEAS = ROOT / "validation" / "measurements"
 SETS = {"fit": ("h200_micro_serving_kernels_ctx1500", 128, 2048),
         "held_out": ("h200_micro_serving_kernels", 40, 6144)}
-SMS, KV_HEADS, HEADS, SPLIT, BLOCK = 132, 8, 32, 256, 64
-LAUNCH_US = 1.257          # arch_configs/h200_sxm.yaml runtime.op_launch_overhead_ns
+#: serving_loop.py's Llama-3-8B attention (KV and query heads) and its split kernel (SPLIT_CHUNK, BLOCK)
+KV_HEADS, HEADS, SPLIT, BLOCK = 8, 32, 256, 64
+_H200 = load_chip("h200_sxm")
+SMS = _H200.cores.count
+LAUNCH_US = _H200.runtime.op_launch_overhead_ns / 1e3   # what the chip charges every kernel
 
 
 def cases() -> pd.DataFrame:

@@ -343,8 +343,9 @@ class LatencyModel:
             # a graph's split-KV decode runs over the graph's rows, with or without decoding sequences
             rows = decode_seqs
             if graph and self.stack.graphs is not None:
-                rows = min(T, self.max_batch) if prefill and self.max_batch else T if prefill else \
-                    self.stack.graphs.bucket(decode_seqs)
+                # the graph's rows: its bucket T (a decode graph's is its batch's), at most the slots
+                # for a mixed graph, which runs the kernel over them whatever the decodes
+                rows = min(T, self.max_batch) if prefill and self.max_batch else T
             c = c + self.split_decode_attention(rows, decode_seqs, decode_context_tokens, decode_only=not prefill)
         elif decode_seqs:
             c = c + self.decode_attention(decode_seqs, decode_context_tokens, decode_new)
@@ -354,32 +355,31 @@ class LatencyModel:
             c = c + self.prefill_attention(n, p)
         return c
 
+    def _attention_kernel(self, seq: Sequence, decode: bool):
+        """The first fused attention kernel of a lowered one-sequence iteration (``seq``): the
+        decoding sequences' (``decode``: one query row) or a prompt chunk's."""
+        tr = build_iteration(self.model, Iteration((seq,)), **self.kw)
+        for k in lower_trace(tr, self.stack):
+            if isinstance(k.op, Attention) and (k.op.q_len == 1) == decode and self._is_attn(k):
+                return k
+        kind = "decode" if decode else "fused prefill"
+        raise ValueError(f"{self.model.name}: no {kind} attention kernel (stack '{self.stack.name}')")
+
     def _varlen_shape(self) -> tuple:
         """(query heads, head dim, dtype, KV dtype, kernels per iteration) of the prompt chunks'
-        attention kernel on one chip, read off a lowered one-chunk iteration."""
+        attention kernel on one chip."""
         if self._varlen_op is None:
-            tr = build_iteration(self.model, Iteration((Sequence(64, 0),)), **self.kw)
-            for k in lower_trace(tr, self.stack):
-                if isinstance(k.op, Attention) and k.op.q_len > 1 and self._is_attn(k):
-                    self._varlen_op = (k.op.heads * k.op.batch, k.op.head_dim, k.op.dtype, k.op.kv_dtype, k.repeat)
-                    break
-            else:
-                raise ValueError(f"{self.model.name}: no fused prefill attention kernel to price as varlen "
-                                 f"(stack '{self.stack.name}')")
+            k = self._attention_kernel(Sequence(64, 0), decode=False)
+            self._varlen_op = (k.op.heads * k.op.batch, k.op.head_dim, k.op.dtype, k.op.kv_dtype, k.repeat)
         return self._varlen_op
 
     def _decode_shape(self) -> tuple:
-        """(KV heads, query heads, decode attention kernels per iteration) on one chip, read off a
-        lowered one-sequence decode iteration."""
+        """(KV heads, query heads, decode attention kernels per iteration, one row's query bytes)
+        on one chip."""
         if self._decode_op is None:
-            tr = build_iteration(self.model, Iteration((Sequence(1, 64),)), **self.kw)
-            for k in lower_trace(tr, self.stack):
-                if isinstance(k.op, Attention) and k.op.q_len == 1 and self._is_attn(k):
-                    q_bytes = k.op.heads * k.op.head_dim * get_format(k.op.dtype).bytes_for(1)
-                    self._decode_op = (k.op.kv_heads, k.op.heads, k.repeat, q_bytes)
-                    break
-            else:
-                raise ValueError(f"{self.model.name}: no decode attention kernel (stack '{self.stack.name}')")
+            k = self._attention_kernel(Sequence(1, 64), decode=True)
+            q_bytes = k.op.heads * k.op.head_dim * get_format(k.op.dtype).bytes_for(1)
+            self._decode_op = (k.op.kv_heads, k.op.heads, k.repeat, q_bytes)
         return self._decode_op
 
     def split_decode_attention(self, rows: int, decode_seqs: int, context_tokens: int,
