@@ -8,13 +8,15 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Union
 
+import sim.spec.catalog as catalog
 from sim.apps.sweep.plan import check_spec
 from sim.apps.sweep.spec import load_sweep_spec
 from sim.errors import ConfigError, ConfigProblem, SimError, UnknownNameError
-from sim.model.stacks import load_stack, stack_array_problems
+from sim.model.stacks import stack_array_problems
 from sim.spec.stack_catalog import chip_stack_problems
 from sim.spec.chip import ChipSpec
 from sim.spec.dataflow_spec import DataflowSpec
+from sim.spec.kernel_library import chip_document, load_kernel_library
 from sim.spec.loader import read_yaml, validate
 from sim.spec.model_spec import ModelSpec
 from sim.spec.registry import PathLike, list_chips, load_chip, looks_like_path, resolve_chip_path
@@ -40,6 +42,10 @@ def _is_model(data: Mapping[str, Any]) -> bool:
 
 def _is_sweep(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in ("workloads", "parameters", "metrics"))
+
+
+def _is_kernel_library(data: Mapping[str, Any]) -> bool:
+    return "mapping" in data and not _is_chip(data)
 
 
 def _is_stack(data: Mapping[str, Any]) -> bool:
@@ -90,10 +96,28 @@ def _check_stack(path: Path, doc) -> None:
 def _check_chip(path: Path, doc) -> None:
     """The chip, and the software stack it names: it exists and every array it uses is the chip's
     (the check every command makes when it loads a chip: sim.spec.stack_catalog.chip_stack_problems)."""
-    chip = validate(ChipSpec, doc)
+    chip = validate(ChipSpec, chip_document(doc))
     problems = chip_stack_problems(chip, path, doc.line_of(("software_stack",)))
     if problems:
         raise ConfigError(problems)
+
+
+def _check_kernel_library(path: Path, doc) -> None:
+    """The library file itself, and every catalog chip that names it: the arrays it names are theirs."""
+    spec, _ = load_kernel_library(path)
+    _name_is_file_name(path, doc, spec.name, "kernel_libraries")
+    found = catalog.find("libraries", spec.name)
+    if found is None or found.resolve() != path.resolve():
+        return  # not the file chips naming it get: checking them would check another file
+    for name in list_chips():
+        chip_path = resolve_chip_path(name)
+        try:
+            chip_doc = read_yaml(chip_path)
+        except ConfigError:
+            continue  # a broken chip file is its own file's problem
+        named = chip_doc.data.get("kernel_library") if isinstance(chip_doc.data, dict) else None
+        if named == spec.name:
+            validate(ChipSpec, chip_document(chip_doc))
 
 
 def _check_dataflow(path: Path, doc) -> None:
@@ -118,6 +142,7 @@ _KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], str, Callable[[Pat
     ("model", _is_model, "workloads", _check_model),
     ("sweep", _is_sweep, "sweeps", _check_sweep),
     ("stack", _is_stack, "stacks", _check_stack),
+    ("kernel library", _is_kernel_library, "kernel_libraries", _check_kernel_library),
 )
 
 

@@ -1,12 +1,13 @@
-"""`sim list chips|dataflows|workloads|formats`: what is shipped."""
+"""`sim list chips|dataflows|workloads|stacks|libraries|formats`: what is shipped (and the user's own)."""
 from __future__ import annotations
 
 from sim.errors import SimError
 
 
 def add_parser(sub) -> None:
-    ls = sub.add_parser("list", help="list shipped chips, dataflows, workloads or number formats")
-    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "formats"], help="what to list")
+    ls = sub.add_parser("list", help="list chips, dataflows, workloads, software stacks, kernel libraries or number formats")
+    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "stacks", "libraries", "formats"],
+                    help="what to list")
     ls.set_defaults(func=run)
 
 
@@ -24,6 +25,14 @@ def run(args) -> int:
         from sim.model.workload.models import list_models
 
         names = list_models()
+    elif what == "stacks":
+        from sim.spec.stack_catalog import list_stacks
+
+        names = list_stacks()
+    elif what == "libraries":
+        from sim.spec.kernel_library import list_kernel_libraries
+
+        names = list_kernel_libraries()
     elif what == "formats":
         from sim.spec.dtypes import format_names
 

@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence, Union
 import sim.spec.catalog as catalog
 from sim.errors import ConfigError, UnknownNameError
 from sim.spec.chip import ChipSpec
-from sim.spec.loader import load_model
+from sim.spec.kernel_library import chip_document
+from sim.spec.loader import read_yaml, validate
 from sim.spec.stack_catalog import chip_stack_problems
 
 __all__ = ["ARCH_DIR_ENV", "chips_dir", "list_chips", "resolve_chip_path", "load_chip", "looks_like_path"]
@@ -87,7 +88,8 @@ def load_chip(name_or_path: PathLike, overrides: Overrides = None) -> ChipSpec:
     path = resolve_chip_path(name_or_path)
     if isinstance(overrides, str):
         overrides = [overrides]
-    spec = load_model(ChipSpec, path, dict(overrides) if isinstance(overrides, Mapping) else overrides)
+    doc = chip_document(read_yaml(path), dict(overrides) if isinstance(overrides, Mapping) else overrides)
+    spec = validate(ChipSpec, doc)
     spec = spec._set_provenance(path, _normalise_overrides(overrides))
     # the stack it names exists and fits it, on every command (sim gemm never lowers through it)
     problems = chip_stack_problems(spec, path, overrides=spec.overrides)

@@ -17,7 +17,8 @@ from sim.apps.sweep.spec import NOT_FOR, WORKLOAD_PREFIX, LoadedSpec, WorkloadSp
 from sim.errors import ConfigError, ConfigProblem, SimError
 from sim.model.workload.models import default_prompt_len, load_model_spec
 from sim.spec.chip import ChipSpec
-from sim.spec.loader import YamlDoc, apply_overrides, read_yaml, validate
+from sim.spec.kernel_library import chip_document
+from sim.spec.loader import YamlDoc, read_yaml, validate
 from sim.spec.stack_catalog import chip_stack_problems
 from sim.spec.registry import resolve_chip_path
 
@@ -104,7 +105,7 @@ class _Resolver:
         if hit is None:
             try:
                 path = _chip_path(value, self.loaded.base_dir)
-                spec = validate(ChipSpec, apply_overrides(self.doc(path), list(overrides)))
+                spec = validate(ChipSpec, chip_document(self.doc(path), list(overrides)))
                 # the stack it names exists and fits it, as every command's load_chip checks
                 problems = chip_stack_problems(spec, path, self.doc(path).line_of(("software_stack",)), overrides)
                 if problems:
@@ -153,7 +154,7 @@ def _check_up_front(loaded: LoadedSpec, res: _Resolver, base: tuple[str, ...]) -
             loc = ax.loc + ((path,) if len(ax.paths) > 1 else ())
             try:
                 over = list(base) + [f"{path}={format_value(ax.values[0][i])}"]
-                validate(ChipSpec, apply_overrides(res.doc(_chip_path(first_chip, loaded.base_dir)), over))
+                validate(ChipSpec, chip_document(res.doc(_chip_path(first_chip, loaded.base_dir)), over))
             except ConfigError as exc:
                 for p in exc.problems:
                     if any(p.message.startswith(s) for s in _STRUCTURAL):
