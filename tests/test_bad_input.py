@@ -195,7 +195,8 @@ def _mutations(text: str, rng) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("folder", ["arch_configs", "dataflows", "workloads", "sweeps", "stacks", "kernel_libraries"])
+@pytest.mark.parametrize("folder", ["arch_configs", "dataflows", "workloads", "sweeps", "stacks", "kernel_libraries",
+                                    "dram_technologies"])
 def test_seeded_mutations_of_every_shipped_config_are_clear_errors(tmp_path, folder):
     import random
 

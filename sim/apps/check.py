@@ -16,6 +16,7 @@ from sim.model.stacks import stack_array_problems
 from sim.spec.stack_catalog import chip_stack_problems
 from sim.spec.chip import ChipSpec
 from sim.spec.dataflow_spec import DataflowSpec
+from sim.spec.dram_technology import DramTechnologySpec, technology_key
 from sim.spec.kernel_library import chip_document, load_kernel_library
 from sim.spec.loader import read_yaml, validate
 from sim.spec.model_spec import ModelSpec
@@ -42,6 +43,10 @@ def _is_model(data: Mapping[str, Any]) -> bool:
 
 def _is_sweep(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in ("workloads", "parameters", "metrics"))
+
+
+def _is_dram_technology(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in ("beats_per_tck", "speed_bin_gbps", "t_ccd_s_nck")) and not _is_chip(data)
 
 
 def _is_kernel_library(data: Mapping[str, Any]) -> bool:
@@ -102,6 +107,13 @@ def _check_chip(path: Path, doc) -> None:
         raise ConfigError(problems)
 
 
+def _check_dram_technology(path: Path, doc) -> None:
+    spec = validate(DramTechnologySpec, doc)
+    if path.parent.name == "dram_technologies" and technology_key(spec.name) != technology_key(path.stem):
+        raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
+                                        f"name '{spec.name}' must be the file name '{path.stem}'"))
+
+
 def _check_kernel_library(path: Path, doc) -> None:
     """The library file itself, and every catalog chip that names it: the arrays it names are theirs."""
     spec, _ = load_kernel_library(path)
@@ -143,6 +155,7 @@ _KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], str, Callable[[Pat
     ("sweep", _is_sweep, "sweeps", _check_sweep),
     ("stack", _is_stack, "stacks", _check_stack),
     ("kernel library", _is_kernel_library, "kernel_libraries", _check_kernel_library),
+    ("DRAM technology", _is_dram_technology, "dram_technologies", _check_dram_technology),
 )
 
 

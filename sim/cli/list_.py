@@ -1,12 +1,13 @@
-"""`sim list chips|dataflows|workloads|stacks|libraries|formats`: what is shipped (and the user's own)."""
+"""`sim list chips|dataflows|workloads|stacks|libraries|dram|formats`: what is shipped (and the user's own)."""
 from __future__ import annotations
 
 from sim.errors import SimError
 
 
 def add_parser(sub) -> None:
-    ls = sub.add_parser("list", help="list chips, dataflows, workloads, software stacks, kernel libraries or number formats")
-    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "stacks", "libraries", "formats"],
+    ls = sub.add_parser("list", help="list chips, dataflows, workloads, software stacks, kernel libraries, DRAM "
+                                     "technologies or number formats")
+    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "stacks", "libraries", "dram", "formats"],
                     help="what to list")
     ls.set_defaults(func=run)
 
@@ -33,6 +34,10 @@ def run(args) -> int:
         from sim.spec.kernel_library import list_kernel_libraries
 
         names = list_kernel_libraries()
+    elif what == "dram":
+        from sim.spec.dram_technology import DRAM_TECHNOLOGIES
+
+        names = list(DRAM_TECHNOLOGIES)
     elif what == "formats":
         from sim.spec.dtypes import format_names
 

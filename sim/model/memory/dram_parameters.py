@@ -248,41 +248,23 @@ class DramParams:
 
     @property
     def refresh_mode_effective(self) -> str:
-        """``refresh_mode``, or the technology's default: per_bank for HBM* and LPDDR*
-        (REFSB in JESD235 HBM2, REFPB in JESD238 HBM3, REFpb in LPDDR4/5), else all_bank."""
+        """``refresh_mode``, or the technology's default (its file's ``refresh_mode``: per_bank
+        for HBM* and LPDDR* - REFSB in JESD235 HBM2, REFPB in JESD238 HBM3, REFpb in LPDDR4/5 -
+        all_bank otherwise)."""
         if self.refresh_mode is not None:
             return self.refresh_mode
-        tech = str(self.technology).upper().replace("-", "").replace(" ", "")
-        return "per_bank" if tech.startswith(("HBM", "LPDDR")) else "all_bank"
+        return self.tech.refresh_mode
 
     @property
     def t_rfc_pb_effective_ns(self) -> float:
-        """``t_rfc_pb_ns``, or a cited default by technology and density:
-
-        * HBM3/HBM3E: 200 ns up to 8 Gb per pseudo-channel, 250 ns above (Ramulator2
-          python/ramulator/dram/hbm3.py, ``_resolve_nRFCpb``, JEDEC JESD238 table);
-        * HBM2/HBM2E and first-generation HBM: 160 ns (Ramulator2 src/dram/impl/HBM2.cpp,
-          preset HBM2_2Gbps, nRFCSB = 160 at tCK = 1 ns);
-        * LPDDR5/5X: 60/90/120/140 ns for 2/4/8/16 Gb per channel (Ramulator2
-          src/dram/impl/LPDDR5.cpp, tRFCpb_TABLE);
-        * anything else: 4/7 of tRFC, the ratio of both cited HBM3 (200/350 ns) and
-          LPDDR5 8 Gb (120/210 ns) pairs.
-        """
+        """``t_rfc_pb_ns``, or the technology's cited value at this density (its file's
+        ``t_rfc_pb_ns`` table by Mbit per pseudo-channel: HBM3/HBM3E 200 ns up to 8 Gb, 250 ns
+        above; HBM2/HBM2E 160 ns; LPDDR5/5X 60/90/120/140 ns for 2/4/8/16 Gb), else 4/7 of tRFC
+        (``sim.spec.dram_technology.T_RFC_PB_FRACTION``)."""
         if self.t_rfc_pb_ns is not None:
             return float(self.t_rfc_pb_ns)
-        tech = str(self.technology).upper().replace("-", "").replace(" ", "")
-        if tech.startswith("HBM3"):
-            mbit_per_pc = self.capacity_gib * 8192.0 / self.num_pseudo_channels
-            return 200.0 if mbit_per_pc <= 8192.0 else 250.0
-        if tech.startswith("HBM"):
-            return 160.0
-        if tech.startswith("LPDDR5"):
-            mbit_per_ch = self.capacity_gib * 8192.0 / self.num_pseudo_channels
-            for limit, t in ((2048.0, 60.0), (4096.0, 90.0), (8192.0, 120.0)):
-                if mbit_per_ch <= limit:
-                    return t
-            return 140.0
-        return self.t_rfc_ns * 4.0 / 7.0
+        mbit = self.capacity_gib * 8192.0 / self.num_pseudo_channels
+        return self.tech.per_bank_refresh_ns(mbit, self.t_rfc_ns)
 
     @property
     def scheduler_window_effective_ns(self) -> float:
