@@ -3,12 +3,14 @@
 Optional per-PE registers (:class:`RegistersLevel`), one or more SRAM levels
 (:class:`SramLevel`, per core or chip-wide, optionally split per operand by
 :class:`SramPartition`), exactly one DRAM level, last (:class:`DramLevel`, whose
-``technology`` is checked against :mod:`sim.spec.dram_technology`).  :class:`MemorySpec`
-holds them as a tagged union (:data:`MemoryLevel`, on ``kind``) and checks the level order
-on the raw data (``_level_rules``).  Re-exported by :mod:`sim.spec.chip`.
+``technology`` is checked against :mod:`sim.spec.dram_technology`).  The kinds are registered
+in :data:`LEVEL_KINDS` (:class:`LevelKind`: schema, placement, how many); :class:`MemorySpec`
+holds the levels as a tagged union of them (:data:`MemoryLevel`, on ``kind``) and checks each
+kind's placement and count on the raw data (``_level_rules``).  Re-exported by :mod:`sim.spec.chip`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, model_validator
@@ -312,8 +314,38 @@ class DramLevel(_Spec):
         return int(round(self.capacity_gib * (1 << 30)))
 
 
-MemoryLevel = Annotated[Union[RegistersLevel, SramLevel, DramLevel], Field(discriminator="kind")]
-_LEVEL_KINDS = ("registers", "sram", "dram")
+@dataclass(frozen=True)
+class LevelKind:
+    """One kind of memory level: its schema and where a hierarchy may hold it.
+
+    ``placement``: ``innermost`` (it must be the first level), ``outermost`` (the last) or
+    ``any``; ``at_least`` / ``at_most``: how many levels of the kind a chip has (None: any
+    number); ``timing``: the engine's model of the kind, in one line.  A kind is a schema here
+    and a timing model in the engine (``sim/model/kernels``: the core buffer's and chip cache's
+    transfers, the DRAM controller), so a new kind needs both; a new memory *technology* of an
+    existing kind (a DRAM family, an SRAM of another size or speed) is data: a
+    ``dram_technologies/`` file, a level's keys."""
+
+    name: str
+    model: type
+    placement: Literal["innermost", "any", "outermost"]
+    at_least: int = 0
+    at_most: Optional[int] = None
+    timing: str = ""
+
+
+#: the memory level kinds, by their ``kind:`` tag, in hierarchy order
+LEVEL_KINDS: dict[str, LevelKind] = {k.name: k for k in (
+    LevelKind("registers", RegistersLevel, "innermost", 0, 1,
+              "per-PE storage of the stationary operand (fold overlap, row-stationary rows)"),
+    # (at least one with scope: core, the scratchpad the arrays read: a rule of its own below)
+    LevelKind("sram", SramLevel, "any", 0, None,
+              "a scratchpad or cache of bytes per cycle and a latency, per core or chip-wide"),
+    LevelKind("dram", DramLevel, "outermost", 1, 1,
+              "cycle-level JEDEC timing per channel and bank (sim.model.kernels.dram)"),
+)}
+
+MemoryLevel = Annotated[Union[tuple(k.model for k in LEVEL_KINDS.values())], Field(discriminator="kind")]
 
 
 class MemorySpec(_Spec):
@@ -359,6 +391,25 @@ class MemorySpec(_Spec):
         raise UnknownNameError("memory level", name, [lv.name for lv in self.levels])
 
 
+def _placement_problems(kind: LevelKind, at: list[int], n: int, levels: list, known: bool) -> list:
+    """Where the levels of ``kind`` (indices ``at`` of ``n``) break its placement and count."""
+    out: list[tuple[tuple[Any, ...], str, Any]] = []
+    tag = kind.name
+    if kind.placement == "innermost":
+        out += [(("levels", i, "kind"), f"a {tag} level must be the first (innermost) level", tag) for i in at if i != 0]
+    if kind.at_least and not at and known:
+        where = ", as the last level" if kind.placement == "outermost" else ""
+        count = "exactly one" if kind.at_most == 1 else f"at least {kind.at_least}"
+        out.append((("levels",), f"{count} level with kind: {tag} is required{where}", levels))
+    if kind.placement == "outermost":
+        out += [(("levels", i, "kind"), f"the {tag} level must be the last (outermost) level; it is "
+                 f"memory.levels.{i} of {n}", tag) for i in at if i != n - 1]
+    if kind.at_most == 1 and kind.placement != "innermost":   # an innermost one is alone already
+        out += [(("levels", i, "kind"), f"only one {tag} level is allowed (first one is memory.levels.{at[0]})", tag)
+                for i in at[1:]]
+    return out
+
+
 def _level_rules(raw: dict) -> list[tuple[tuple[Any, ...], str, Any]]:
     levels = raw.get("levels")
     if not isinstance(levels, list) or not levels:
@@ -374,21 +425,12 @@ def _level_rules(raw: dict) -> list[tuple[tuple[Any, ...], str, Any]]:
                 out.append((("levels", i, "name"), f"duplicate level name '{name}' (also memory.levels.{seen[name]})", name))
             else:
                 seen[name] = i
-    regs = [i for i, k in enumerate(kinds) if k == "registers"]
-    for i in regs:
-        if i != 0:
-            out.append((("levels", i, "kind"), "a registers level must be the first (innermost) level", "registers"))
-    drams = [i for i, k in enumerate(kinds) if k == "dram"]
-    if not drams and all(k in _LEVEL_KINDS for k in kinds):
-        out.append((("levels",), "exactly one level with kind: dram is required, as the last level", levels))
-    for i in drams:
-        if i != n - 1:
-            out.append((("levels", i, "kind"), f"the dram level must be the last (outermost) level; it is "
-                        f"memory.levels.{i} of {n}", "dram"))
-    for i in drams[1:]:
-        out.append((("levels", i, "kind"), f"only one dram level is allowed (first one is memory.levels.{drams[0]})", "dram"))
+    known = all(k in LEVEL_KINDS for k in kinds)
+    for kind in LEVEL_KINDS.values():
+        at = [i for i, k in enumerate(kinds) if k == kind.name]
+        out += _placement_problems(kind, at, n, levels, known)
     srams = [(i, lv.get("scope")) for i, lv in enumerate(levels) if isinstance(lv, dict) and lv.get("kind") == "sram"]
-    if not any(scope == "core" for _, scope in srams) and all(k in _LEVEL_KINDS for k in kinds):
+    if not any(scope == "core" for _, scope in srams) and known:
         out.append((("levels",), "at least one level with kind: sram and scope: core is required "
                     "(the per-core scratchpad the arrays read)", levels))
     first_chip = next((i for i, s in srams if s == "chip"), None)
