@@ -30,7 +30,10 @@ dataflows, mapper, engine, Numba kernels, cost) -> :mod:`sim.ir` (ops, results) 
 Where things go: a new chip is a YAML file in ``arch_configs/`` (or ``~/.config/sim/arch_configs``);
 a new dataflow a file in ``dataflows/`` (or the user folder), which any chip may then list (a new
 dataflow family a :class:`sim.model.dataflow.base.Dataflow` subclass, registered by defining it); a new model a file in ``workloads/``; a new software stack
-a file in ``stacks/``; a new op kind its type in :mod:`sim.ir.ops`, its lowering in
+a file in ``stacks/``; a vendor library's kernel menu (tile menus, split-K, clusters) a file in
+``kernel_libraries/`` that chips name with ``kernel_library:``; a new DRAM technology (an HBM4, a
+GDDR7) a file in ``dram_technologies/``; a new memory level kind a ``LevelKind`` in
+:data:`sim.spec.memory_spec.LEVEL_KINDS` plus its timing in the engine; a new op kind its type in :mod:`sim.ir.ops`, its lowering in
 :mod:`sim.model.engine.lower` and its kernels in :mod:`sim.model.stacks`; a new serving scheduler
 one module in ``sim/apps/serving/schedulers/``; a new command one module in ``sim/cli/``.
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from sim.errors import ConfigError, ConfigProblem
 
 __all__ = ["DataKind", "KINDS", "USER_DIR_ENV", "env_dirs", "search_dirs", "shipped_dir", "user_dir",
-           "find", "names"]
+           "find", "names", "file_key"]
 
 #: environment variable naming the user folder (holding ``arch_configs/`` etc.)
 USER_DIR_ENV = "SIM_USER_DIR"
@@ -123,3 +123,12 @@ def names(kind: str) -> list[str]:
         if folder.is_dir():
             found.update(p.stem for p in folder.iterdir() if p.suffix in _SUFFIXES and p.is_file())
     return sorted(found)
+
+
+def file_key(path: Path) -> tuple[str, int] | None:
+    """(resolved path, modification time): a key for remembering what a file parsed to that
+    changes when the file does; None when the file cannot be read."""
+    try:
+        return (str(path.resolve()), path.stat().st_mtime_ns)
+    except OSError:
+        return None

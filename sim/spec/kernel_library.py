@@ -14,8 +14,9 @@ and :func:`with_kernel_library` puts the library's ``mapping:`` under the chip's
 is validated, the chip's own ``mapping:`` keys overriding the library's key by key.
 :func:`chip_document` is the one way a chip file becomes the document validated: a
 ``--set kernel_library=...`` first, then the library merged, then the other ``--set`` edits,
-so they reach into the library's keys too (``mapping.array_kernels.tensor_cores.8.stages=4``).  The validated :class:`~sim.spec.chip.ChipSpec` then holds the merged
-``mapping`` as if it had been written inline, so nothing downstream knows the difference and
+so they reach into the library's keys too (``mapping.array_kernels.tensor_cores.8.stages=4``).
+The validated :class:`~sim.spec.chip.ChipSpec` then holds the merged ``mapping`` as if it had
+been written inline, so nothing downstream knows the difference and
 a chip's ``to_dict()`` stays self-contained (sweep workers need no library file).
 
 Which kernels an op becomes and which library path each dtype takes is the software stack's
@@ -77,10 +78,7 @@ def load_kernel_library(name_or_path: Union[str, Path], relative_to: Path | None
     """A kernel library by name (``"cublas_sm90"``) or YAML path (relative paths against
     ``relative_to``): the validated spec and its parsed file.  Errors name file, line and key."""
     path = _library_path(str(name_or_path), relative_to)
-    try:
-        key = (str(path.resolve()), path.stat().st_mtime_ns)
-    except OSError:
-        key = None
+    key = catalog.file_key(path)
     if key is not None and key in _cache:
         return _cache[key]
     doc = read_yaml(path)
@@ -109,7 +107,7 @@ def with_kernel_library(doc: YamlDoc) -> YamlDoc:
                                                                f"{', '.join(list_kernel_libraries())}), got {name!r}"))
     chip_dir = Path(doc.source).parent if doc.source else None
     try:
-        library, lib_doc = load_kernel_library(name.strip(), chip_dir)
+        _, lib_doc = load_kernel_library(name.strip(), chip_dir)
     except UnknownNameError as exc:
         raise ConfigError(ConfigProblem(doc.source, line, KEY, str(exc))) from None
     own = data.get("mapping")

@@ -42,10 +42,7 @@ def load_stack(name_or_path: Union[str, Path, StackSpec]) -> StackSpec:
         if found is None:
             raise UnknownNameError("stack", text, list_stacks())
         path = found
-    try:
-        key = (str(path.resolve()), path.stat().st_mtime_ns)
-    except OSError:
-        key = None
+    key = catalog.file_key(path)
     if key is not None and key in _cache:
         return _cache[key]
     spec = load_model(StackSpec, path)

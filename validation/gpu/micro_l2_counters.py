@@ -45,6 +45,18 @@ if os.environ.get("MICRO_L2_GEMMS"):
     GEMMS = [(f"{d}_{m}x{k}x{n}", d, int(m), int(k), int(n))
              for d, m, k, n in (item.rsplit(":", 3) for item in os.environ["MICRO_L2_GEMMS"].split(","))]
     L2_LOOPS = []
+#: MICRO_L2_ATTN="4:32:8:128:2048:4608:0,..." adds F.scaled_dot_product_attention calls (batch,
+#: heads, kv_heads, head_dim, q_len, kv_len, causal 0/1) - prefill shapes, which run one cuDNN
+#: kernel per call (decode runs two, which the per-workload grouping below does not split):
+#: their in-kernel SM clocks are what the H200's clock-from-power model needs next (README,
+#: Known limitations; branch physics)
+ATTN = [(f"sdpa_b{b}_h{h}_kv{kvh}_d{d}_q{q}_k{kv}_c{c}", dict(batch=int(b), heads=int(h), kv_heads=int(kvh),
+                                                             head_dim=int(d), q_len=int(q), kv_len=int(kv),
+                                                             causal=int(c)))
+        for b, h, kvh, d, q, kv, c in (item.split(":") for item in os.environ.get("MICRO_L2_ATTN", "").split(",")
+                                        if item)]
+if ATTN and not os.environ.get("MICRO_L2_GEMMS"):
+    GEMMS, L2_LOOPS = [], []
 #: the output files' stem (MICRO_L2_STEM overrides it, e.g. for a MICRO_L2_GEMMS run)
 STEM = os.environ.get("MICRO_L2_STEM", "h200_micro_l2_counters")
 CALLS_UNDER_NCU = 3   # the last is the one kept (the first two warm the library's caches)
@@ -58,7 +70,7 @@ METRIC_GROUPS = [
      "sm__throughput.avg.pct_of_peak_sustained_elapsed", "launch__grid_size", "launch__cluster_dim_x",
      "launch__cluster_dim_y"],
 ]
-KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm"
+KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm|sdpa"
 
 
 def _kept(metric: str) -> bool:
@@ -85,6 +97,9 @@ def _workloads():
     out = {}
     for name, dt, m, k, n in GEMMS:
         fn, _backend, _objs = M.build_gemm(ctx, {"m": m, "k": k, "n": n, "dtype": dt})
+        out[name] = fn
+    for name, c in ATTN:
+        fn, _backend, _objs = M.build_attention(ctx, c)
         out[name] = fn
     try:
         import cupy as cp  # noqa: PLC0415
@@ -169,7 +184,7 @@ def timed(out_dir: str, seconds: float) -> None:
 
 
 def profile(out_dir: str) -> None:
-    names = [g[0] for g in GEMMS] + [n[0] for n in L2_LOOPS]
+    names = [g[0] for g in GEMMS] + [a[0] for a in ATTN] + [n[0] for n in L2_LOOPS]
     rows = []
     for gi, metrics in enumerate(METRIC_GROUPS):
         log = os.path.join(out_dir, f"ncu_group{gi}.log")
