@@ -120,3 +120,15 @@ def test_a_library_file_whose_name_is_not_its_file_name_is_refused(tmp_path):
     f = d / "cublas_sm90.yaml"
     f.write_text((LIBRARIES / "cublas_sm90.yaml").read_text().replace("name: cublas_sm90", "name: other"))
     refused(sim("check", str(f)), "must equal the file name")
+
+
+def test_the_chip_and_sim_show_say_which_library_it_took(tmp_path):
+    from sim.apps.single_op import chip_summary
+
+    assert load_chip("h200_sxm").kernel_library == "cublas_sm90"
+    assert load_chip("h200_sxm", ["kernel_library=cutlass_sm100"]).kernel_library == "cutlass_sm100"
+    inline = load_chip(_inline("h200_sxm", tmp_path))
+    assert inline.kernel_library is None and chip_summary(inline)["kernel_library"] == "inline"
+    assert chip_summary("npu_128x128")["kernel_library"] is None
+    shown = sim("show", "h200_sxm")
+    assert shown.returncode == 0 and "software stack eager_pytorch, kernel library cublas_sm90" in shown.stdout

@@ -17,6 +17,7 @@ from sim.ir.results import OpResult, results_dataframe
 from sim.model.engine.lower import Options
 from sim.model.engine.run import clear_cache
 from sim.model.engine.simulate import simulate_op
+from sim.spec.stack_catalog import DEFAULT_STACK
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import RATE_CLASSES
 from sim.spec.loader import parse_yaml_text, read_text_checked, validate
@@ -91,7 +92,8 @@ def simulate_gemm(chip: ChipSpec | str, m: int, k: int, n: int, *, count: int = 
 
 def chip_summary(chip: ChipSpec | str) -> dict:
     """A chip's headline numbers as plain data (what ``sim show CHIP`` prints): clock,
-    cores, arrays, every memory level (capacity, bandwidth), and per number-format rate
+    cores, arrays, its software stack and kernel library (``inline`` for a chip file's own
+    ``mapping:``), every memory level (capacity, bandwidth), and per number-format rate
     class the peak FLOP/s (dense and 2:4), the class it really runs as, and the ridge point
     (FLOP per DRAM byte where compute time equals DRAM time)."""
     chip = _chip(chip)
@@ -100,6 +102,7 @@ def chip_summary(chip: ChipSpec | str) -> dict:
                "macs_per_pe_per_cycle": dict(a.macs_per_pe_per_cycle), "dataflows": list(a.dataflows),
                "default_dataflow": a.default_dataflow, "sparsity_2_4": bool(a.sparsity_2_4),
                "same_units_as": a.same_units_as} for a in chip.cores.arrays]
+    library = chip.kernel_library or ("inline" if chip.mapping is not None else None)
     mems = []
     for lv in chip.memory.levels:
         row = {"level": lv.name, "kind": lv.kind}
@@ -130,7 +133,8 @@ def chip_summary(chip: ChipSpec | str) -> dict:
     vu = chip.cores.vector_unit
     return {"name": chip.name, "description": chip.description, "clock_mhz": chip.clock_mhz,
             "cores": chip.cores.count, "arrays": arrays, "vector_ops_per_cycle_per_core": vu.ops_per_cycle,
-            "memories": mems, "dram_peak_bytes_per_s": bw, "peaks": peaks}
+            "memories": mems, "dram_peak_bytes_per_s": bw, "peaks": peaks,
+            "software_stack": chip.software_stack or DEFAULT_STACK, "kernel_library": library}
 
 
 def _can(array, rc: str) -> bool:

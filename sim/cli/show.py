@@ -25,6 +25,8 @@ def run(args) -> int:
     print(f"{info['name']}: {info['description']}" if info.get("description") else info["name"])
     print(f"  clock {info['clock_mhz']:,g} MHz, {info['cores']:,} core(s), vector unit "
           f"{info['vector_ops_per_cycle_per_core']:,g} ops/cycle/core")
+    print(f"  software stack {info['software_stack']}"
+          + (f", kernel library {info['kernel_library']}" if info.get("kernel_library") else ""))
     for a in info["arrays"]:
         rates = ", ".join(f"{k} {v:g}" for k, v in a["macs_per_pe_per_cycle"].items())
         print(f"  array {a['name']}: {a['count']} x {a['rows']}x{a['cols']} per core, MACs/PE/cycle: {rates}; "

@@ -196,6 +196,7 @@ class ChipSpec(_Spec):
 
     _source_path: Optional[Path] = PrivateAttr(default=None)
     _overrides: tuple[str, ...] = PrivateAttr(default=())
+    _kernel_library: Optional[str] = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _mapping_names_arrays(self) -> "ChipSpec":
@@ -236,9 +237,17 @@ class ChipSpec(_Spec):
         """The ``dotted.path=value`` overrides applied on top of the file, in order."""
         return self._overrides
 
-    def _set_provenance(self, path: Optional[Path], overrides: tuple[str, ...]) -> "ChipSpec":
+    @property
+    def kernel_library(self) -> Optional[str]:
+        """The kernel library file the chip's ``mapping`` came from (``kernel_library:``; None
+        when it is written inline, absent, or the spec was built in Python)."""
+        return self._kernel_library
+
+    def _set_provenance(self, path: Optional[Path], overrides: tuple[str, ...],
+                        kernel_library: Optional[str] = None) -> "ChipSpec":
         self._source_path = path
         self._overrides = overrides
+        self._kernel_library = kernel_library
         return self
 
     # -- time

@@ -35,7 +35,8 @@ from sim.spec.mapping_spec import MappingSpec
 from sim.spec.spec_base import _Spec
 from sim.spec.yaml_reader import YamlDoc
 
-__all__ = ["KernelLibrarySpec", "chip_document", "list_kernel_libraries", "load_kernel_library", "with_kernel_library"]
+__all__ = ["KernelLibrarySpec", "chip_document", "kernel_library_named", "list_kernel_libraries", "load_kernel_library",
+           "with_kernel_library"]
 
 #: the chip-file key naming a library
 KEY = "kernel_library"
@@ -126,15 +127,29 @@ def with_kernel_library(doc: YamlDoc) -> YamlDoc:
     return YamlDoc(out, lines, doc.source)
 
 
-def chip_document(doc: YamlDoc, overrides=None, flag: str = "--set") -> YamlDoc:
-    """A chip file's document as validated: ``overrides`` (``--set`` edits, a list of
-    ``path=value`` or a mapping) applied around the merge of its kernel library - an edit of
-    ``kernel_library`` itself before it, every other edit after it."""
+def _split_overrides(overrides, flag: str) -> tuple[dict, dict]:
+    """(the ``kernel_library`` edit, every other edit) of ``--set``-style overrides."""
     if isinstance(overrides, str):
         overrides = [overrides]
     if isinstance(overrides, (list, tuple)):
         overrides = dict(parse_override(o, flag) for o in overrides)
     overrides = dict(overrides or {})
-    first = {k: v for k, v in overrides.items() if str(k) == KEY}
-    rest = {k: v for k, v in overrides.items() if str(k) != KEY}
+    return ({k: v for k, v in overrides.items() if str(k) == KEY},
+            {k: v for k, v in overrides.items() if str(k) != KEY})
+
+
+def kernel_library_named(doc: YamlDoc, overrides=None, flag: str = "--set") -> str | None:
+    """The kernel library a chip file names once ``overrides`` apply (None: an inline
+    ``mapping:`` or none), for reports (``sim show``)."""
+    first, _ = _split_overrides(overrides, flag)
+    data = apply_overrides(doc, first, flag).data
+    name = data.get(KEY) if isinstance(data, dict) else None
+    return str(name) if name is not None else None
+
+
+def chip_document(doc: YamlDoc, overrides=None, flag: str = "--set") -> YamlDoc:
+    """A chip file's document as validated: ``overrides`` (``--set`` edits, a list of
+    ``path=value`` or a mapping) applied around the merge of its kernel library - an edit of
+    ``kernel_library`` itself before it, every other edit after it."""
+    first, rest = _split_overrides(overrides, flag)
     return apply_overrides(with_kernel_library(apply_overrides(doc, first, flag)), rest, flag)

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence, Union
 import sim.spec.catalog as catalog
 from sim.errors import ConfigError, UnknownNameError
 from sim.spec.chip import ChipSpec
-from sim.spec.kernel_library import chip_document
+from sim.spec.kernel_library import chip_document, kernel_library_named
 from sim.spec.loader import read_yaml, validate
 from sim.spec.stack_catalog import chip_stack_problems
 
@@ -88,9 +88,10 @@ def load_chip(name_or_path: PathLike, overrides: Overrides = None) -> ChipSpec:
     path = resolve_chip_path(name_or_path)
     if isinstance(overrides, str):
         overrides = [overrides]
-    doc = chip_document(read_yaml(path), dict(overrides) if isinstance(overrides, Mapping) else overrides)
-    spec = validate(ChipSpec, doc)
-    spec = spec._set_provenance(path, _normalise_overrides(overrides))
+    raw = read_yaml(path)
+    edits = dict(overrides) if isinstance(overrides, Mapping) else overrides
+    spec = validate(ChipSpec, chip_document(raw, edits))
+    spec = spec._set_provenance(path, _normalise_overrides(overrides), kernel_library_named(raw, edits))
     # the stack it names exists and fits it, on every command (sim gemm never lowers through it)
     problems = chip_stack_problems(spec, path, overrides=spec.overrides)
     if problems:
