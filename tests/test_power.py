@@ -321,3 +321,23 @@ def test_fp8_mac_energy_is_the_in_kernel_clock_fit():
     assert load_chip("h100_sxm").energy.mac_pj["fp8"] == load_chip("h200_sxm").energy.mac_pj["fp8"]
     solved = [x for *_, x in table["rows"] if x is not None]
     assert all(abs(x / table["mac_pj"] - 1) < 0.2 for x in solved), solved
+
+
+@pytest.mark.slow
+def test_sim_run_notes_a_chip_without_dvfs_averaging_above_its_board_limit():
+    """a100_sxm4_80gb keeps DVFS off (its energy is an assumption carried from the H200): a
+    Llama-3-8B prefill then averages above its 400 W, and `sim run` says so instead of printing
+    a power the part cannot sustain as if it could; with DVFS on the note goes away."""
+    from test_bad_input import sim
+
+    args = ("run", "a100_sxm4_80gb", "llama3-8b", "--phase", "prefill", "--prompt-len", "1024")
+    off = sim(*args)
+    assert off.returncode == 0, off.stderr
+    assert "above this chip's 400 W board limit: its power.dvfs is off" in off.stdout
+    res = run_llm(load_chip("a100_sxm4_80gb"), "llama3-8b", phase="prefill", prompt_len=1024)
+    assert res.energy_j / res.seconds > 400          # the note's premise, from the API
+    on = sim(*args, "--set", "power.dvfs=true", timeout=300)
+    assert on.returncode == 0, on.stderr
+    assert "board limit" not in on.stdout
+    assert "board limit" not in sim("run", "a100_sxm4_80gb", "llama3-8b", "--phase", "decode", "--batch", "16",
+                                    "--context-len", "2048").stdout

@@ -7,6 +7,7 @@ import json
 from sim.cli._common import check_formats, print_kv, print_table
 from sim.errors import SimError
 from sim.ir.results import _json_default
+from sim.model.cost.power import POWER_TOLERANCE
 from sim.spec.registry import load_chip
 
 #: the largest batch `sim run` accepts (the workload is built per sequence)
@@ -117,6 +118,9 @@ def run(args) -> int:
             "kv_cache_bytes", "kv_cache_bytes_per_sequence"]
     # ttft_s is None for a decode step, tpot_s for a prefill: not shown
     print_kv({k: v for k in keys if (v := getattr(res, k)) is not None})
+    note = _power_note(chip, res)
+    if note:
+        print(note)
     df = res.dataframe()
     keys_ = (["phase"] if res.phase == "generate" else []) + ["op", "kind", "bound"]
     top = (df.groupby(keys_, as_index=False)[["total_seconds"]].sum()
@@ -125,3 +129,19 @@ def run(args) -> int:
     print("\nbiggest ops:")
     print_table(top.to_dict("records"))
     return 0
+
+
+def _power_note(chip, res) -> str:
+    """A note when the run's average power per chip is above the chip's board limit, which
+    only a chip whose DVFS is off can report (its ops all run at ``clock_mhz``): the answer is
+    then a what-if at that clock, not what the part would sustain."""
+    pw = getattr(chip, "power", None)
+    chips = max(1, res.parallel.tensor * res.parallel.pipeline)
+    if pw is None or pw.dvfs or not res.seconds or res.energy_j is None:
+        return ""
+    watts = res.energy_j / res.seconds / chips
+    if watts <= pw.tdp_w * (1.0 + POWER_TOLERANCE):
+        return ""
+    return (f"note: {watts:,.0f} W per chip on average, above this chip's {pw.tdp_w:,g} W board limit: its "
+            f"power.dvfs is off, so every op runs at clock_mhz {chip.clock_mhz:,g} MHz (--set power.dvfs=true "
+            f"lowers each op's clock until its power fits)")
