@@ -16,7 +16,7 @@ from sim.model.stacks import stack_array_problems
 from sim.spec.stack_catalog import chip_stack_problems
 from sim.spec.chip import ChipSpec
 from sim.spec.dataflow_spec import DataflowSpec
-from sim.spec.dram_technology import DramTechnologySpec, technology_key
+from sim.spec.dram_technology import DramTechnologySpec, check_file_name
 from sim.spec.kernel_library import chip_document, load_kernel_library
 from sim.spec.loader import read_yaml, validate
 from sim.spec.model_spec import ModelSpec
@@ -109,15 +109,13 @@ def _check_chip(path: Path, doc) -> None:
 
 def _check_dram_technology(path: Path, doc) -> None:
     spec = validate(DramTechnologySpec, doc)
-    if path.parent.name == "dram_technologies" and technology_key(spec.name) != technology_key(path.stem):
-        raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
-                                        f"name '{spec.name}' must be the file name '{path.stem}'"))
+    if path.parent.name == catalog.KINDS["dram"].folder:
+        check_file_name(path, doc, spec)
 
 
 def _check_kernel_library(path: Path, doc) -> None:
     """The library file itself, and every catalog chip that names it: the arrays it names are theirs."""
-    spec, _ = load_kernel_library(path)
-    _name_is_file_name(path, doc, spec.name, "kernel_libraries")
+    spec, _ = load_kernel_library(path)   # its name is its file's, checked there
     found = catalog.find("libraries", spec.name)
     if found is None or found.resolve() != path.resolve():
         return  # not the file chips naming it get: checking them would check another file

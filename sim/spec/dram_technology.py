@@ -34,8 +34,8 @@ from sim.errors import ConfigError, ConfigProblem
 from sim.spec.loader import read_yaml, validate
 from sim.spec.spec_base import _int, _num, _rule_errors, _Spec
 
-__all__ = ["DramTechnology", "DramTechnologySpec", "DRAM_TECHNOLOGIES", "dram_technology", "technology_key",
-           "T_RFC_PB_FRACTION"]
+__all__ = ["DramTechnology", "DramTechnologySpec", "DRAM_TECHNOLOGIES", "check_file_name", "dram_technology",
+           "technology_key", "T_RFC_PB_FRACTION"]
 
 #: per-bank refresh time as a fraction (numerator, denominator) of the all-bank tRFC, for a
 #: technology whose file gives no table: 4/7, the ratio of both cited pairs (HBM3 200/350 ns,
@@ -132,12 +132,17 @@ def _load_table() -> dict[str, DramTechnology]:
             continue
         doc = read_yaml(path)
         spec = validate(DramTechnologySpec, doc)
-        key = technology_key(spec.name)
-        if technology_key(path.stem) != key:
-            raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
-                                            f"name {spec.name!r} must be the file name {path.stem!r}"))
-        out.setdefault(key, DramTechnology.from_spec(spec))
+        check_file_name(path, doc, spec)
+        out.setdefault(technology_key(spec.name), DramTechnology.from_spec(spec))
     return out
+
+
+def check_file_name(path: Path, doc, spec: DramTechnologySpec) -> None:
+    """A technology is found by its file's name, so its ``name`` must be that name (case, '-',
+    '_' and spaces ignored)."""
+    if technology_key(path.stem) != technology_key(spec.name):
+        raise ConfigError(ConfigProblem(str(path), doc.line_of(("name",)), "name",
+                                        f"name {spec.name!r} must be the file name {path.stem!r}"))
 
 
 def _technologies(refresh: bool = False) -> dict[str, DramTechnology]:

@@ -190,10 +190,9 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
                                             + f", {len(tiles)} samples drained from it")
             state = params.new_state()
             samples = ProbeSamples.zeros(len(pr), P, len(state[-1]))
-            out_time = np.zeros(1)
-            taken = int(KP.run_tiled_probed(inputs, p, state, out_time, pr, samples))
-            if out_time[0] < 0.0:
-                _raise_stall(prob, mapping, out_time[0])
+            taken = int(KP.run_tiled_probed(inputs, p, state, pr, samples))
+            if samples.out_time[0] < 0.0:
+                _raise_stall(prob, mapping, samples.out_time[0])
             found = {"P": P, "geo": inputs.geo, "ranges": inputs.ranges, "tiles": pr[:taken, 0],
                      "stats": samples.stats[:taken], "hist": samples.hist[:taken],
                      "makespan": samples.makespan[:taken], "dram_stats": samples.dram_stats[:taken]}

@@ -81,8 +81,11 @@ class ProbeSamples(NamedTuple):
     makespan: np.ndarray
     #: float64 [n, len]: each sample's DRAM statistics (``sim.model.kernels.dram.S_*``)
     dram_stats: np.ndarray
+    #: float64 [1]: the run's own end; negative (-1 - the cycle it stopped at) when it or a
+    #: sample's drain hit the progress guard
+    out_time: np.ndarray
 
     @classmethod
     def zeros(cls, n: int, P: int, dram_len: int) -> "ProbeSamples":
         return cls(np.zeros((n, P, S_LEN)), np.zeros((n, P, 8), dtype=np.int64), np.zeros(n),
-                   np.zeros((n, dram_len)))
+                   np.zeros((n, dram_len)), np.zeros(1))

@@ -55,7 +55,7 @@ def _bytes_moved(stats):
 
 
 @kernel
-def run_tiled_probed(inputs, dram_p, dram_state, out_time, probes, samples):
+def run_tiled_probed(inputs, dram_p, dram_state, probes, samples):
     """Drained samples of one run: at each probe the run pauses, a copy of its state is
     run to the end with no tile from the probe on, and that copy's counters become the
     probe's sample; the original resumes.  Each sample is exactly the run with
@@ -65,10 +65,10 @@ def run_tiled_probed(inputs, dram_p, dram_state, out_time, probes, samples):
     bytes (the steady-state test of :mod:`sim.model.engine.extrapolate`).  Returns the
     samples taken (``inputs`` a :class:`~sim.model.kernels.io.KernelInputs`; ``samples`` a
     :class:`~sim.model.kernels.io.ProbeSamples`: per-probe stats [n, P, S_LEN], hist
-    [n, P, 8], makespans [n], DRAM statistics [n, len]); ``out_time[0]`` < 0 when the
-    engine stalled."""
+    [n, P, 8], makespans [n], DRAM statistics [n, len], and ``out_time[0]`` < 0 when the
+    engine stalled); ``probes`` int64 [n, 3], the samples asked (``PR_*`` columns, above)."""
     geo, desc, ranges, ctab, fp = inputs
-    s_stats, s_hist, s_time, s_dram = samples
+    s_stats, s_hist, s_time, s_dram, out_time = samples
     P = geo[G_P]
     stats = np.zeros((P, S_LEN))
     hist = np.zeros((P, 8), np.int64)
