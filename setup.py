@@ -1,6 +1,6 @@
 """Build hook: ship the repository's data folders inside the package.
 
-``arch_configs/``, ``dataflows/``, ``workloads/``, ``stacks/``, ``kernel_libraries/`` and ``dram_technologies/`` stay at the top of the repository
+``arch_configs/``, ``dataflows/``, ``workloads/``, ``stacks/``, ``kernel_libraries/``, ``dram_technologies/`` and ``networks/`` stay at the top of the repository
 (the design card's layout, and what a source checkout reads); a built wheel carries
 copies under ``sim/data/<folder>`` so an installed simulator finds its chips, dataflows
 and models without the repository (``sim.spec.catalog`` looks there first).  Everything else
@@ -12,7 +12,7 @@ import shutil
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-DATA_FOLDERS = ("arch_configs", "dataflows", "workloads", "stacks", "kernel_libraries", "dram_technologies")
+DATA_FOLDERS = ("arch_configs", "dataflows", "workloads", "stacks", "kernel_libraries", "dram_technologies", "networks")
 
 
 class BuildPyWithData(build_py):

@@ -9,6 +9,9 @@ Public API (this facade; everything else is an implementation module):
   its ops lowered to kernels by the chip's software stack (``stack=``; :mod:`sim.model.stacks`); the
   model edited first with ``model_set=["max_context=131072"]`` or ``{"max_context": 131072}``, as
   ``sim run --model-set`` (:func:`serve` takes ``model_set=`` too; a sweep workload ``model_set:``)
+* :func:`run_network` - a convolutional network's layers (``networks/``, e.g. ``alexnet``) on a chip at a
+  batch size -> :class:`~sim.apps.cnn.NetworkResult` (frames/s, DRAM accesses per MAC, energy, a
+  DataFrame of layers; ``to_dict()`` is ``sim conv --json``)
 * :func:`sweep` - a design-space sweep (YAML spec or dict) -> pandas DataFrame; :func:`run_sweep` -
   the same with the run's statistics (points simulated, reused from the store, failed);
   :func:`pareto_front` - its non-dominated rows; :func:`read_results` / :func:`export_csv` - a
@@ -32,7 +35,7 @@ a new dataflow a file in ``dataflows/`` (or the user folder), which any chip may
 dataflow family a :class:`sim.model.dataflow.base.Dataflow` subclass, registered by defining it); a new model a file in ``workloads/``; a new software stack
 a file in ``stacks/``; a vendor library's kernel menu (tile menus, split-K, clusters) a file in
 ``kernel_libraries/`` that chips name with ``kernel_library:``; a new DRAM technology (an HBM4, a
-GDDR7) a file in ``dram_technologies/``; a new memory level kind a ``LevelKind`` in
+GDDR7) a file in ``dram_technologies/``; a convolutional network a file in ``networks/``; a new memory level kind a ``LevelKind`` in
 :data:`sim.spec.memory_spec.LEVEL_KINDS` plus its timing in the engine; a new op kind its type in :mod:`sim.ir.ops`, its lowering in
 :mod:`sim.model.engine.lower` and its kernels in :mod:`sim.model.stacks`; a new serving scheduler
 one module in ``sim/apps/serving/schedulers/``; a new command one module in ``sim/cli/``.
@@ -44,6 +47,7 @@ change.
 """
 from __future__ import annotations
 
+from sim.apps.cnn import run_network
 from sim.apps.inference import run_llm
 from sim.apps.results import LlmRun, PhaseResult
 from sim.apps.single_op import simulate, simulate_gemm
@@ -152,6 +156,7 @@ __all__ = [
     "Attention", "Collective", "ConfigError", "Conv2d", "Copy", "Gemm", "LlmRun", "MappingError", "OpResult",
     "PhaseResult", "ShapeError",
     "SimError", "VectorOp", "WorkloadError", "__version__", "design_point", "energy_by_op", "export_csv",
-    "list_chips", "load_chip", "pareto_front", "plot", "read_results", "results_dataframe", "run_llm", "run_sweep",
+    "list_chips", "load_chip", "pareto_front", "plot", "read_results", "results_dataframe", "run_llm", "run_network",
+    "run_sweep",
     "serve", "simulate", "simulate_gemm", "sweep", "validate",
 ]

@@ -196,7 +196,7 @@ def _mutations(text: str, rng) -> list[str]:
 
 
 @pytest.mark.parametrize("folder", ["arch_configs", "dataflows", "workloads", "sweeps", "stacks", "kernel_libraries",
-                                    "dram_technologies"])
+                                    "dram_technologies", "networks"])
 def test_seeded_mutations_of_every_shipped_config_are_clear_errors(tmp_path, folder):
     import random
 

@@ -118,16 +118,16 @@ def test_simulate_gemm_default_dtype_matches_sim_run():
 
 def test_check_accepts_every_shipped_config_of_all_four_kinds():
     proc = sim("check", "arch_configs", "dataflows", "workloads", "sweeps", "stacks", "kernel_libraries",
-               "dram_technologies", "-v")
+               "dram_technologies", "networks", "-v")
     kinds = {}
     for line in proc.stdout.splitlines():
         if line.startswith("  ") and line.rstrip().endswith(("chip", "dataflow", "model", "sweep", "stack",
-                                                             "kernel library", "DRAM technology")):
+                                                             "kernel library", "DRAM technology", "network")):
             path, kind = line.strip().rsplit(": ", 1)
             kinds[Path(path).parent.name + "/" + Path(path).name] = kind
     for folder, kind in (("arch_configs", "chip"), ("dataflows", "dataflow"), ("workloads", "model"),
                          ("sweeps", "sweep"), ("stacks", "stack"), ("kernel_libraries", "kernel library"),
-                         ("dram_technologies", "DRAM technology")):
+                         ("dram_technologies", "DRAM technology"), ("networks", "network")):
         shipped = sorted(p.name for p in (ROOT / folder).glob("*.yaml"))
         assert shipped, folder
         for name in shipped:

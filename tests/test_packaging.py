@@ -74,6 +74,9 @@ def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_pa
     # a chip that names a kernel library finds it in the wheel too
     libs = _run_outside(installed_wheel, tmp_path, "-m", "sim", "list", "libraries")
     assert libs.returncode == 0 and "cublas_sm90" in libs.stdout.split(), libs.stderr
+    # ... and networks (networks/*.yaml) for `sim conv`
+    nets = _run_outside(installed_wheel, tmp_path, "-m", "sim", "list", "networks")
+    assert nets.returncode == 0 and "alexnet" in nets.stdout.split(), nets.stderr
     h200 = _run_outside(installed_wheel, tmp_path, "-c", "import sim; print(sim.load_chip('h200_sxm').mapping.tile_k_bytes)")
     assert h200.returncode == 0 and h200.stdout.split()[-1] == "128", h200.stderr
     import json

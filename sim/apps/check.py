@@ -20,6 +20,7 @@ from sim.spec.dram_technology import DramTechnologySpec, check_file_name
 from sim.spec.kernel_library import chip_document, load_kernel_library
 from sim.spec.loader import read_yaml, validate
 from sim.spec.model_spec import ModelSpec
+from sim.spec.network_spec import NetworkSpec
 from sim.spec.registry import PathLike, list_chips, load_chip, looks_like_path, resolve_chip_path
 from sim.spec.stack_spec import StackSpec
 
@@ -47,6 +48,15 @@ def _is_sweep(data: Mapping[str, Any]) -> bool:
 
 def _is_dram_technology(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in ("beats_per_tck", "speed_bin_gbps", "t_ccd_s_nck")) and not _is_chip(data)
+
+
+def _is_network(data: Mapping[str, Any]) -> bool:
+    layers = data.get("layers")
+    return isinstance(layers, list) and any(isinstance(x, Mapping) and "kernel_h" in x for x in layers)
+
+
+def _check_network(path: Path, doc) -> None:
+    _name_is_file_name(path, doc, validate(NetworkSpec, doc).name, "networks")
 
 
 def _is_kernel_library(data: Mapping[str, Any]) -> bool:
@@ -154,6 +164,7 @@ _KINDS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], str, Callable[[Pat
     ("stack", _is_stack, "stacks", _check_stack),
     ("kernel library", _is_kernel_library, "kernel_libraries", _check_kernel_library),
     ("DRAM technology", _is_dram_technology, "dram_technologies", _check_dram_technology),
+    ("network", _is_network, "networks", _check_network),
 )
 
 

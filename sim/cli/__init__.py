@@ -11,14 +11,14 @@ import os
 import sys
 from pathlib import Path
 
-from sim.cli import cache, check, demo, gemm, import_model, list_, plot, run, scalesim, serve, show, sweep, validate
+from sim.cli import cache, check, conv, demo, gemm, import_model, list_, plot, run, scalesim, serve, show, sweep, validate
 from sim.errors import SimError
 from sim.version import __version__
 
 #: the commands, in the order `sim --help` lists them: one module each, with ``add_parser(sub)``
 #: registering the command's arguments and ``run(args) -> int`` doing it (modules import the
 #: apps they drive when the command runs, so `sim --help` and argument errors stay instant)
-COMMANDS = (cache, gemm, check, list_, scalesim, demo, show, import_model, run, validate, sweep, serve, plot)
+COMMANDS = (cache, gemm, conv, check, list_, scalesim, demo, show, import_model, run, validate, sweep, serve, plot)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`sim list chips|dataflows|workloads|stacks|libraries|dram|formats`: what is shipped (and the user's own)."""
+"""`sim list chips|dataflows|workloads|stacks|libraries|dram|networks|formats`: what is shipped (and the user's own)."""
 from __future__ import annotations
 
 from sim.errors import SimError
@@ -6,8 +6,8 @@ from sim.errors import SimError
 
 def add_parser(sub) -> None:
     ls = sub.add_parser("list", help="list chips, dataflows, workloads, software stacks, kernel libraries, DRAM "
-                                     "technologies or number formats")
-    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "stacks", "libraries", "dram", "formats"],
+                                     "technologies, convolutional networks or number formats")
+    ls.add_argument("what", choices=["chips", "dataflows", "workloads", "stacks", "libraries", "dram", "networks", "formats"],
                     help="what to list")
     ls.set_defaults(func=run)
 
@@ -38,6 +38,10 @@ def run(args) -> int:
         from sim.spec.dram_technology import DRAM_TECHNOLOGIES
 
         names = list(DRAM_TECHNOLOGIES)
+    elif what == "networks":
+        import sim.spec.catalog as catalog
+
+        names = catalog.names("networks")
     elif what == "formats":
         from sim.spec.dtypes import format_names
 

@@ -28,6 +28,48 @@ class OperandLayout:
     psum: float = PSUM_BYTES
 
 
+@dataclass(frozen=True)
+class ConvWindows:
+    """Where an im2col operand A comes from: a convolution's ifmap, whose pixels the im2col
+    matrix repeats once per window that uses them.  A tile of ``mt`` rows of A (output
+    pixels, row-major within an image) and ``kt`` columns (``(channel, filter row, filter
+    column)``, channel-major) needs only the ifmap pixels under its windows: ``kt /
+    (kernel_h·kernel_w)`` channels of ``(rows_out − 1)·stride + kernel_h`` ifmap rows by
+    ``(cols_out − 1)·stride + kernel_w`` columns (clipped to the ifmap; whole images when
+    the tile spans several).  A tile narrower than one window covers ``ceil(kt / kernel_w)``
+    filter rows and ``min(kt, kernel_w)`` columns of one channel.  :meth:`a_fraction` is
+    that count over ``mt·kt``: what DMA moves of an A tile (and what the A footprint is in
+    DRAM), while the array still reads every im2col entry from its buffer."""
+
+    out_h: int
+    out_w: int
+    in_h: int          # the unpadded ifmap: padding is zeros no one reads
+    in_w: int
+    kernel_h: int
+    kernel_w: int
+    stride: int
+
+    def a_fraction(self, mt, kt) -> np.ndarray:
+        """Unique ifmap pixels under an (mt × kt) tile of the im2col matrix, over mt·kt
+        (vectorised; in (0, 1])."""
+        mt = np.maximum(np.asarray(mt, dtype=np.float64), 1.0)
+        kt = np.maximum(np.asarray(kt, dtype=np.float64), 1.0)
+        F, E, U = float(self.out_w), float(self.out_h), float(self.stride)
+        R, S = float(self.kernel_h), float(self.kernel_w)
+        window = R * S
+        # filter rows / columns of one channel a tile narrower than a window spans
+        r_span = np.where(kt >= window, R, np.minimum(R, np.ceil(kt / S)))
+        s_span = np.where(kt >= S, S, kt)
+        channels = np.where(kt >= window, kt / window, 1.0)
+        images = mt / (E * F)
+        rows_out = np.minimum(E, np.ceil(mt / F))
+        cols_out = np.minimum(F, mt)
+        rows_in = np.minimum(float(self.in_h), (rows_out - 1.0) * U + r_span)
+        cols_in = np.where(mt >= F, float(self.in_w), np.minimum(float(self.in_w), (cols_out - 1.0) * U + s_span))
+        per_channel = np.where(images >= 1.0, images * self.in_h * self.in_w, rows_in * cols_in)
+        return np.minimum(1.0, channels * per_channel / (mt * kt))
+
+
 @dataclass
 class TileProblem:
     """A tile nest: ``count`` instances of (m, n, k) with operand footprints and a cost.
@@ -103,8 +145,15 @@ class TileProblem:
     # operands ("a", "b", "c") held whole in the core's buffer between ops: never loaded,
     # stored or re-read through DRAM (sim.model.engine.residency)
     resident: tuple[str, ...] = ()
+    # A is a convolution's im2col matrix: DMA and DRAM move the ifmap pixels under a tile's
+    # windows, not its im2col entries (None: A is stored as it is read)
+    conv: ConvWindows | None = None
     macs: int = 0
     flops: float = 0.0
+
+    def a_dram_fraction(self, mt, kt):
+        """Bytes A moves per byte of its tiles as the array reads them (1 but for convolutions)."""
+        return 1.0 if self.conv is None else self.conv.a_fraction(mt, kt)
 
 
 @dataclass(frozen=True)

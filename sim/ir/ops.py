@@ -132,6 +132,11 @@ class Conv2d:
 
     Output size follows the usual formula ``(H + 2·pad − R) // stride + 1``; SCALE-Sim's
     topology files use ``pad = 0`` with a ceiling, see :mod:`sim.apps.scalesim_compat`.
+    ``groups`` splits the channels and filters into that many independent convolutions
+    (AlexNet's CONV2/4/5 run two: each filter sees half the input channels).
+
+    DRAM sizes (:meth:`a_bytes`, :meth:`min_dram_bytes`) are the tensors' own - the ifmap
+    once, not its im2col copy, whose entries repeat an ifmap pixel once per window using it.
     """
 
     name: str
@@ -147,6 +152,7 @@ class Conv2d:
     dtype: str = "int8"
     out_h_override: int | None = None
     out_w_override: int | None = None
+    groups: int = 1
 
     kind = "conv2d"
 
@@ -155,6 +161,10 @@ class Conv2d:
         _bounded(self, "in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "batch")
         if self.padding < 0:
             raise ShapeError(f"Conv2d '{self.name}': padding must be >= 0, got {self.padding}")
+        _positive(self, "groups")
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ShapeError(f"Conv2d '{self.name}': groups={self.groups} must divide in_channels "
+                             f"({self.in_channels}) and out_channels ({self.out_channels})")
         _check_dtype(self, "dtype")
         if self.out_h <= 0 or self.out_w <= 0:
             raise ShapeError(
@@ -174,14 +184,33 @@ class Conv2d:
         return (self.in_w + 2 * self.padding - self.kernel_w) // self.stride + 1
 
     def as_gemm(self) -> Gemm:
-        """im2col lowering: M = output pixels × batch, K = R·S·C, N = filters."""
+        """im2col lowering: M = output pixels × batch, K = R·S·C, N = filters; one GEMM per
+        group (``count``), each over its share of the channels and filters."""
         return Gemm(self.name, m=self.out_h * self.out_w * self.batch,
-                    k=self.kernel_h * self.kernel_w * self.in_channels, n=self.out_channels,
-                    dtype=self.dtype)
+                    k=self.kernel_h * self.kernel_w * (self.in_channels // self.groups),
+                    n=self.out_channels // self.groups, count=self.groups, dtype=self.dtype)
 
     @property
     def macs(self) -> int:
         return self.as_gemm().macs
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    def a_bytes(self) -> int:
+        """The ifmap (unpadded: padding is zeros no one reads)."""
+        return get_format(self.dtype).bytes_for(self.in_h * self.in_w * self.in_channels) * self.batch
+
+    def b_bytes(self) -> int:
+        return get_format(self.dtype).bytes_for(
+            self.kernel_h * self.kernel_w * (self.in_channels // self.groups) * self.out_channels)
+
+    def c_bytes(self) -> int:
+        return self.as_gemm().c_bytes()
+
+    def min_dram_bytes(self) -> int:
+        return self.a_bytes() + self.b_bytes() + self.c_bytes()
 
 
 @dataclass(frozen=True)
@@ -326,7 +355,7 @@ def op_min_dram_bytes(op: Op) -> int:
     if isinstance(op, Gemm):
         return op.min_dram_bytes()
     if isinstance(op, Conv2d):
-        return op.as_gemm().min_dram_bytes()
+        return op.min_dram_bytes()
     if isinstance(op, Attention):
         a, kv = get_format(op.dtype), get_format(op.kv_format)
         q = a.bytes_for(op.q_len * op.head_dim) * op.heads * op.batch

@@ -1,8 +1,8 @@
 """Where shipped and user data files live: chips, dataflows, models, software stacks, kernel
-libraries and DRAM technologies.
+libraries, DRAM technologies and convolutional networks.
 
 The source of truth is the repository's top-level folders ``arch_configs/``,
-``dataflows/``, ``workloads/``, ``stacks/``, ``kernel_libraries/`` and ``dram_technologies/``.  A built wheel carries copies of them inside the
+``dataflows/``, ``workloads/``, ``stacks/``, ``kernel_libraries/``, ``dram_technologies/`` and ``networks/``.  A built wheel carries copies of them inside the
 package, under ``sim/data/<folder>`` (setup.py's ``build_py`` copies them), so an
 installed simulator finds its chips without the repository.
 
@@ -11,7 +11,7 @@ of a shipped name overrides it and every other shipped file is still found.  Loo
 for a name, first match wins:
 
 1. the folders named by ``$SIM_ARCH_DIR`` / ``$SIM_DATAFLOW_DIR`` / ``$SIM_WORKLOAD_DIR`` /
-   ``$SIM_STACK_DIR`` / ``$SIM_LIBRARY_DIR`` / ``$SIM_DRAM_DIR`` when set (one folder, or several separated by ``os.pathsep``, in order;
+   ``$SIM_STACK_DIR`` / ``$SIM_LIBRARY_DIR`` / ``$SIM_DRAM_DIR`` / ``$SIM_NETWORK_DIR`` when set (one folder, or several separated by ``os.pathsep``, in order;
    a folder named there that does not exist is a :class:`~sim.errors.ConfigError`, not a
    silently empty catalogue);
 2. the user folder ``$SIM_USER_DIR/<folder>`` (default ``~/.config/sim/<folder>``), when it exists;
@@ -56,6 +56,7 @@ KINDS: dict[str, DataKind] = {
     "stacks": DataKind("stacks", "SIM_STACK_DIR", "stack"),
     "libraries": DataKind("kernel_libraries", "SIM_LIBRARY_DIR", "kernel library"),
     "dram": DataKind("dram_technologies", "SIM_DRAM_DIR", "DRAM technology"),
+    "networks": DataKind("networks", "SIM_NETWORK_DIR", "network"),
 }
 
 

@@ -124,7 +124,9 @@ def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases
         geo[K.G_L2_SETS] = sets
         geo[K.G_L2_WAYS] = ways
     fp = np.zeros(K.F_LEN, dtype=np.float64)
-    fp[K.F_BPE_A], fp[K.F_BPE_B], fp[K.F_BPE_C] = prob.layout.a, max(prob.layout.b, 1e-9), prob.layout.c
+    # a convolution's A tiles move the ifmap pixels under their windows (TileProblem.conv)
+    fp[K.F_BPE_A] = prob.layout.a * float(prob.a_dram_fraction(mapping.tile_m, mapping.tile_k))
+    fp[K.F_BPE_B], fp[K.F_BPE_C] = max(prob.layout.b, 1e-9), prob.layout.c
     fp[K.F_BPE_PSUM] = prob.layout.psum
     fp[K.F_CYCLE_NS] = 1e9 / chip.clock_hz
     fp[K.F_L2_SET_BYTES] = l2_set_bytes

@@ -24,7 +24,8 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 
 from sim.errors import MappingError, ShapeError
-from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOp, LoweredStream, OperandLayout, TileProblem
+from sim.ir.lowered import (ConvWindows, LoweredAttention, LoweredGemm, LoweredOp, LoweredStream, OperandLayout,
+                            TileProblem)
 from sim.ir.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 from sim.model.dataflow import get_dataflow
 from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
@@ -123,6 +124,13 @@ def _array_units(df, choice: ArrayChoice) -> tuple[int, int, int]:
     if choice.count > 1:
         units["n"] *= 1
     return units["m"], units["n"], units["k"]
+
+
+#: the RS row lengths tried for a GEMM (within the register file's weight words; see
+#: sim.model.engine.run.simulate_op_at_clock)
+RS_ROW_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16)
+#: row lengths whose run is within this share of the fastest count as equally fast
+RS_ROW_LENGTH_CYCLE_TOLERANCE = 0.01
 
 
 def gemm_problem(chip: ChipSpec, op: Gemm, opts: Options) -> LoweredGemm:
@@ -398,10 +406,37 @@ def _lower_gemm(chip: ChipSpec, op: Gemm, opts: Options, cores: int) -> LoweredO
     return _within_library(chip, gemm_problem(chip, op, opts), "gemm", opts.tiles)
 
 
+def conv_row_length(chip: ChipSpec, op: Conv2d, opts: Options) -> int | None:
+    """The RS row length a convolution runs at: Eyeriss's 1-D row primitive keeps one filter
+    row (``kernel_w`` weights) in a PE and slides the ifmap row past it, so row_length =
+    kernel_w, capped at the weights a PE's register file holds (a wider filter row is split
+    over PEs, as a GEMM's k is).  None where the chosen array does not run RS or the caller
+    fixed the row length."""
+    if opts.row_length is not None:
+        return None
+    gemm = op.as_gemm()
+    choice = choose_array(chip, compute_rate_class(gemm.dtype, gemm.weight_dtype), dataflow=opts.dataflow,
+                          array_name=opts.array)
+    if choice.dataflow != "rs":
+        return None
+    words = get_dataflow("rs").spec.register_file_words.weight
+    return max(1, min(op.kernel_w, words))
+
+
 @register_lowering(Conv2d)
 def _lower_conv2d(chip: ChipSpec, op: Conv2d, opts: Options, cores: int) -> LoweredOp:
+    """im2col onto the array (each window a row of A) - on RS with the filter row held in the
+    PEs (:func:`conv_row_length`) - with DMA and DRAM moving the ifmap pixels under a tile's
+    windows, not their im2col copies (:class:`sim.ir.lowered.ConvWindows`)."""
+    row_length = conv_row_length(chip, op, opts)
+    if row_length is not None:
+        opts = dataclasses.replace(opts, row_length=row_length)
+    low = gemm_problem(chip, op.as_gemm(), opts)
+    windows = ConvWindows(out_h=op.out_h, out_w=op.out_w, in_h=op.in_h, in_w=op.in_w, kernel_h=op.kernel_h,
+                          kernel_w=op.kernel_w, stride=op.stride)
+    low = dataclasses.replace(low, problem=dataclasses.replace(low.problem, conv=windows))
     # a stack's kernel tile is a GEMM's or an attention's, never an im2col convolution's
-    return _within_library(chip, gemm_problem(chip, op.as_gemm(), opts), "gemm", None, lowering="im2col")
+    return _within_library(chip, low, "gemm", None, lowering="im2col")
 
 
 @register_lowering(Attention)

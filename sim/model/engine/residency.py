@@ -36,7 +36,7 @@ def activation_operand_bytes(op) -> dict[str, int]:
     """The op's activation operands (tile-problem operand -> bytes), {} for an op whose
     operands all live in DRAM."""
     if isinstance(op, Conv2d):
-        op = op.as_gemm()
+        return {"a": op.a_bytes(), "c": op.c_bytes()}   # the ifmap, not its im2col copy
     if isinstance(op, Gemm):
         return {"a": op.a_bytes(), "c": op.c_bytes()}
     if isinstance(op, Attention):

@@ -34,8 +34,11 @@ from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, is_huge, sample_work, too_costly,
                                           unsteady_and_affordable)
 from sim.model.engine.kernel_run import run_kernel
-from sim.model.engine.lower import FIDELITY, Options, blocks_sharing_cores, lower_op, memory_budget
+from sim.model.dataflow import get_dataflow
+from sim.model.engine.lower import (FIDELITY, RS_ROW_LENGTH_CYCLE_TOLERANCE, RS_ROW_LENGTHS, Options,
+                                    blocks_sharing_cores, lower_op, memory_budget)
 from sim.model.engine.residency import hold_activations
+from sim.model.mapper.compute import choose_array, compute_rate_class
 from sim.model.mapper.search import RANK_TIE, search_top
 from sim.model.memory.dram import stream_efficiency
 from sim.spec.chip import ChipSpec
@@ -101,7 +104,39 @@ def simulate_op_at_clock(chip: ChipSpec, op, options: Options | None = None) -> 
     options = options or Options()
     if isinstance(op, Collective):
         return memoised(chip, op, options, lambda: collective_result(chip, op, options))
+    if isinstance(op, Gemm) and options.row_length is None and _runs_row_stationary(chip, op, options):
+        return memoised(chip, op, options, lambda: _rs_gemm(chip, op, options))
     return memoised(chip, op, options, lambda: _simulate_tiled(chip, op, options))
+
+
+def _runs_row_stationary(chip: ChipSpec, op: Gemm, options: Options) -> bool:
+    try:
+        choice = choose_array(chip, compute_rate_class(op.dtype, op.weight_dtype), sparse_2_4=op.sparsity == "2:4",
+                              dataflow=options.dataflow, array_name=options.array)
+    except MappingError:
+        return False   # _simulate_tiled says why
+    return choice.dataflow == "rs"
+
+
+def _rs_gemm(chip: ChipSpec, op: Gemm, options: Options) -> OpResult:
+    """A GEMM on a row-stationary array at the row length the mapper picks: the mapping of
+    row length 1 (WS's schedule), then - on that mapping's tiles - each longer row of
+    :data:`RS_ROW_LENGTHS` within the register file's weight words; of those within
+    :data:`RS_ROW_LENGTH_CYCLE_TOLERANCE` of the fastest, the one costing the least energy.  A longer row keeps ``L`` products
+    accumulating in the PE before a partial sum moves, so the buffer sees ``L`` times fewer
+    partial sums (Eyeriss, Chen et al. ISCA 2016); a mapping's tiles can favour a length
+    that the whole problem's closed form would not, so every length is simulated on them."""
+    base = simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=1))
+    words = get_dataflow("rs").spec.register_file_words.weight
+    tiles = (int(base.mapping["tile_m"]), int(base.mapping["tile_n"]), int(base.mapping["tile_k"]))
+    results = [base]
+    for L in RS_ROW_LENGTHS[1:]:
+        if L > words:
+            break
+        results.append(simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=L, tiles=tiles)))
+    fastest = min(r.seconds for r in results)
+    return min((r for r in results if r.seconds <= fastest * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE)),
+               key=lambda r: (r.energy_pj, int(r.mapping.get("compute", {}).get("row_length") or 1)))
 
 
 def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:

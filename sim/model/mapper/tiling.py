@@ -109,8 +109,11 @@ def b_copies_group(prob: TileProblem) -> int:
     return max(1, prob.count) if prob.b_shared else max(1, prob.b_share_group)
 
 
-def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndarray:
-    """Bytes of one operand over a (count, mm, nn, kk) sub-problem (or one tile)."""
+def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count, tile=None) -> np.ndarray:
+    """Bytes of one operand over a (count, mm, nn, kk) sub-problem (or one tile).  A
+    convolution's A (``prob.conv``) counts the ifmap pixels under the windows, as DMA moves
+    them: those of the whole extent, or - ``tile=(mt, kt)`` - of its tiles loaded one by one
+    (halos between neighbouring tiles fetched by each)."""
     ext = {"m": np.asarray(mm, dtype=np.float64), "n": np.asarray(nn, dtype=np.float64),
            "k": np.asarray(kk, dtype=np.float64)}
     dims = getattr(prob, f"{which}_dims")
@@ -123,6 +126,8 @@ def footprint_bytes(prob: TileProblem, which: str, mm, nn, kk, count) -> np.ndar
         n_el = n_el * fixed
     group = b_copies_group(prob) if which == "b" else 1
     inst = count if group == 1 else np.ceil(np.asarray(count, dtype=np.float64) / group)
+    if which == "a" and prob.conv is not None:
+        bpe = bpe * (prob.a_dram_fraction(mm, kk) if tile is None else prob.a_dram_fraction(*tile))
     return n_el * bpe * inst
 
 
@@ -173,7 +178,7 @@ def block_traffic_parts(prob: TileProblem, order: str, mt, nt, kt, mm, nn, kk, c
     written) bytes.  With a sequence of loop orders for ``order``, the terms that depend
     on it gain a leading axis, one row per order (see :func:`_reload_factor`)."""
     trips = {"m": np.ceil(mm / mt), "n": np.ceil(nn / nt), "k": np.ceil(kk / kt)}
-    a = footprint_bytes(prob, "a", mm, nn, kk, count) * _reload_factor(order, prob.a_dims, trips)
+    a = footprint_bytes(prob, "a", mm, nn, kk, count, tile=(mt, kt)) * _reload_factor(order, prob.a_dims, trips)
     b = (footprint_bytes(prob, "b", mm, nn, kk, count) * _reload_factor(order, prob.b_dims, trips)
          if prob.has_b else np.zeros_like(a))
     visits = _reload_factor(order, prob.c_dims, trips) if prob.reduction else np.ones_like(trips["m"])
@@ -203,8 +208,10 @@ def operand_pattern(prob: TileProblem, which: str, mt, nt, kt):
         return np.full(shape, 1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
     ext = {"m": np.asarray(mt), "n": np.asarray(nt), "k": np.asarray(kt)}[dims[-1]]
     full = {"m": prob.m, "n": prob.n, "k": prob.k}[dims[-1]]
+    if which == "a" and prob.conv is not None:
+        bpe = bpe * prob.a_dram_fraction(mt, kt)     # as the engine's DMA lays A's rows out
     seg = np.broadcast_to(np.ceil(np.minimum(ext, full) * bpe), shape).astype(np.int64)
-    stride = np.where(np.broadcast_to(ext, shape) >= full, 0, int(np.ceil(full * bpe)))
+    stride = np.where(np.broadcast_to(ext, shape) >= full, 0, np.ceil(full * np.broadcast_to(bpe, shape)))
     return np.maximum(seg, 1), stride.astype(np.int64)
 
 
