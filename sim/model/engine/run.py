@@ -129,10 +129,19 @@ def _rs_gemm(chip: ChipSpec, op: Gemm, options: Options) -> OpResult:
     base = simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=1))
     words = get_dataflow("rs").spec.register_file_words.weight
     tiles = (int(base.mapping["tile_m"]), int(base.mapping["tile_n"]), int(base.mapping["tile_k"]))
+
+    def tile_cycles(L: int) -> float:   # one tile's array schedule at row length L (closed form)
+        prob = lower_op(chip, op, dataclasses.replace(options, row_length=L), chip.cores.count).problem
+        step = float(prob.cycles_fn(*tiles))
+        return step + (float(prob.tail_fn(*tiles)) if prob.tail_fn is not None else 0.0)
+
+    base_cycles = tile_cycles(1)
     results = [base]
     for L in RS_ROW_LENGTHS[1:]:
         if L > words:
             break
+        if tile_cycles(L) > base_cycles * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE):
+            continue   # its folds round up on these tiles: slower whatever the memory does
         results.append(simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=L, tiles=tiles)))
     fastest = min(r.seconds for r in results)
     return min((r for r in results if r.seconds <= fastest * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE)),
