@@ -284,3 +284,20 @@ def test_prefill_varlen_needs_tiles_and_latency_needs_varlen():
     with pytest.raises(ValidationError):
         AttentionRule(prefill_tiles=(64, 64), prefill_varlen=True, prefill_latency={**lat, "programs_per_core": 0})
     assert AttentionRule(prefill_tiles=(64, 64), prefill_varlen=True, prefill_latency=lat).prefill_varlen
+
+
+def test_eager_stacks_launch_one_gemm_per_expert_and_a_fused_stack_groups_them():
+    """Eager PyTorch runs a MoE layer as a loop over the experts (HF transformers' Mixtral block,
+    the harness's Step.moe): each expert with tokens is its own GEMM kernel (count 1), six of
+    them for a batch-4 decode step whose router picks about six experts.  A stack without
+    ``moe_experts: per_expert`` keeps experts of one token count in one grouped kernel."""
+    from sim.model.workload.models import load_model_spec
+    trace = build_iteration(load_model_spec("mixtral-8x7b"), Iteration(tuple(Sequence(1, 512) for _ in range(4))))
+    for name, want_kernels in (("eager_pytorch", 6), ("graph_serving_loop", 6)):
+        ups = [k.op for k in lower_trace(trace, load_stack(name)) if k.layer is not None
+               and isinstance(k.op, Gemm) and k.op.name == "moe.gate_up"]
+        first_layer = ups[:want_kernels]
+        assert all(g.count == 1 for g in ups) and sum(g.m for g in first_layer) == 8, name
+    fused = [k.op for k in lower_trace(trace, load_stack("fused_serving")) if isinstance(k.op, Gemm)
+             and k.op.name == "moe.gate_up"]
+    assert any(g.count > 1 for g in fused)

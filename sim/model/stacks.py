@@ -188,6 +188,10 @@ def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
 
 def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
     g = s.gemm
+    if g.moe_experts == "per_expert" and op.count > 1 and op.name.startswith("moe."):
+        # a loop over the experts: one GEMM kernel each (every expert's own weights)
+        one = _gemm_main(dataclasses.replace(op, count=1), s)
+        return [pair for _ in range(op.count) for pair in one]
     if op.sparsity == "2:4" and g.sparse_2_4 is not None and op.dtype in ("bf16", "fp16"):
         # the sparse library pads the input's rows: a fill of the padded buffer and a
         # copy of the input into it, then its fixed-tile kernel

@@ -269,6 +269,9 @@ class GemmRule(FrozenSpec):
     weight_only: dict[_Format, WeightOnlyGemmRule] = Field(
         default_factory=dict, description="weight format of a weight-only GEMM (bf16 activations) -> the "
                                           "kernels around it")
+    moe_experts: Literal["grouped", "per_expert"] = Field(
+        default="grouped", description="a MoE layer's experts of one token count: one grouped GEMM kernel "
+                                       "(a fused-MoE library) or one kernel per expert (a loop over the experts)")
 
 
 class StreamKernelRule(FrozenSpec):

@@ -45,12 +45,14 @@ MoE token assignment
     The router (Gemm ``n = experts``, weights kept in the vector dtype) and top-k
     (VectorOp) are followed by a dispatch (gather of ``tokens·k`` rows), the expert Gemms
     and a weighted combine.  Tokens go to experts deterministically
-    (:func:`expert_token_counts`): balanced by default — the ``T·k`` assignments are
-    split as evenly as possible and the remainder ``r`` goes one each to experts
-    ``0..r-1`` (so a decode step of one token with top-2 reads only two experts' weights);
-    ``moe_skew = s > 0`` gives expert ``i`` a share ∝ ``(i+1)^-s`` (Zipf), capped at ``T``
-    per expert (a token never visits the same expert twice), rounded by largest remainder
-    (ties to the lower index).  Experts with the same token count form one grouped Gemm
+    (:func:`expert_token_counts`): by default (``moe_routing="random"``) the expected loads of
+    routers that pick each token's top-k experts independently - a decode step of one token
+    with top-2 reads two experts' weights, of four tokens about six, and larger batches load
+    the busiest expert above the mean (128 tokens: +22 %); ``moe_routing="balanced"`` splits
+    the ``T·k`` assignments as evenly as possible (expert-choice routing), the remainder ``r``
+    one each to experts ``0..r-1``; ``moe_skew = s > 0`` gives expert ``i`` a share ∝
+    ``(i+1)^-s`` (Zipf), capped at ``T`` per expert (a token never visits the same expert
+    twice), rounded by largest remainder (ties to the lower index).  Experts with the same token count form one grouped Gemm
     (``count`` = number of such experts, each with its own weights); experts with no
     tokens are skipped (their weights are not read).
 
@@ -129,8 +131,8 @@ from sim.ir.ops import (SPARSITIES, Attention, Collective, Conv2d, Copy, Gemm, O
                         op_to_dict)
 from sim.model.workload.iteration import (_WIDE_FLOATS, RUN_PHASES, Iteration, Parallelism, Precision, Sequence,
                                          phase_iterations)
-from sim.model.workload.sizing import (_matrix_bytes, expert_token_counts, kv_cache_bytes, stage_layers,
-                                       weight_bytes)
+from sim.model.workload.sizing import (MOE_ROUTINGS, _matrix_bytes, expert_token_counts, kv_cache_bytes,
+                                       stage_layers, weight_bytes)
 from sim.model.workload.trace import Trace, TraceOp, op_flops
 from sim.model.workload.trace_compare import _SIG_NAMES, _describe_sig, _label, _signature, compare_traces
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
@@ -163,9 +165,9 @@ VECTOR_OPS_PER_ELEMENT: dict[str, float] = {
 
 class _Builder:
     def __init__(self, model: ModelSpec, it: Iteration, precision: Precision, attention: str,
-                 parallel: Parallelism, moe_skew: float):
+                 parallel: Parallelism, moe_skew: float, moe_routing: str = "random"):
         self.model, self.it, self.p, self.attention, self.par = model, it, precision, attention, parallel
-        self.moe_skew = moe_skew
+        self.moe_skew, self.moe_routing = moe_skew, moe_routing
         t = parallel.tensor
         m = model
         if m.num_heads % t:
@@ -303,7 +305,7 @@ class _Builder:
         ops.append(self.vec("moe.topk", "topk", T * E, self.vbytes(T * E), T * k * (4 + self.vfmt.bits // 8)))
         A = T * k
         ops.append(self.vec("moe.dispatch", "moe_dispatch", A * h, self.vbytes(A * h), self.vbytes(A * h)))
-        counts = expert_token_counts(T, E, k, self.moe_skew)
+        counts = expert_token_counts(T, E, k, self.moe_skew, self.moe_routing)
         by_count = Counter(c for c in counts if c > 0)
         groups = sorted(by_count.items(), key=lambda kv_: -kv_[0])
         n_up = 2 * F if model.gated_mlp else F
@@ -401,18 +403,21 @@ def build_iteration(model: ModelSpec, batch: Iteration | _Seq[Sequence] | Sequen
                     precision: Precision = Precision(), attention: str = "fused",
                     parallel: Parallelism = Parallelism(), include_lm_head: bool = True,
                     include_embedding: bool = True, *, moe_skew: float = 0.0,
-                    compact: bool = True) -> Trace:
+                    moe_routing: str = "random", compact: bool = True) -> Trace:
     """The ops of one decoder iteration (see the module notes for every convention).
 
     ``batch``: an :class:`Iteration`, a list of :class:`Sequence` (or ``(new, past)``
-    tuples) or one Sequence.  ``attention``: ``"fused"`` or ``"unfused"``.  ``moe_skew``:
-    0 for a balanced expert assignment, > 0 for a Zipf-skewed one.  ``compact=False``
+    tuples) or one Sequence.  ``attention``: ``"fused"`` or ``"unfused"``.  ``moe_routing``:
+    ``"random"`` (each token's experts picked independently: the expected loads) or
+    ``"balanced"``; ``moe_skew`` > 0 a Zipf-skewed assignment instead.  ``compact=False``
     emits every layer separately (the same as ``.expanded()``).
     """
     if not isinstance(model, ModelSpec):
         raise WorkloadError(f"build_iteration: model must be a ModelSpec, got {type(model).__name__}")
     if attention not in ("fused", "unfused"):
         raise WorkloadError(f"attention must be 'fused' or 'unfused', got {attention!r}")
+    if moe_routing not in MOE_ROUTINGS:
+        raise WorkloadError(f"moe_routing must be one of {', '.join(MOE_ROUTINGS)}, got {moe_routing!r}")
     if not isinstance(precision, Precision):
         raise WorkloadError("precision must be a Precision")
     if not isinstance(parallel, Parallelism):
@@ -424,17 +429,17 @@ def build_iteration(model: ModelSpec, batch: Iteration | _Seq[Sequence] | Sequen
             f"(to explore longer contexts edit the model: --model-set max_context={it.max_kv_len} on the command "
             f"line, model_set=['max_context={it.max_kv_len}'] in Python, model_set: in a sweep workload)")
     ops, meta = _build_cached(model, it, precision, attention, parallel, include_lm_head, include_embedding,
-                              moe_skew, compact)
+                              moe_skew, moe_routing, compact)
     return Trace(ops, copy.deepcopy(meta))
 
 
 @functools.lru_cache(maxsize=256)
 def _build_cached(model: ModelSpec, it: Iteration, precision: Precision, attention: str, parallel: Parallelism,
-                  include_lm_head: bool, include_embedding: bool, moe_skew: float, compact: bool):
+                  include_lm_head: bool, include_embedding: bool, moe_skew: float, moe_routing: str, compact: bool):
     """The ops (a tuple of frozen TraceOps) and metadata of one iteration; every input is
     immutable and hashable, so a sweep that runs the same iteration on many chips builds
     it once."""
-    b = _Builder(model, it, precision, attention, parallel, moe_skew)
+    b = _Builder(model, it, precision, attention, parallel, moe_skew, moe_routing)
     ops = b.build(include_lm_head, include_embedding, compact)
     meta = {
         "format": "sim-trace",
@@ -448,6 +453,7 @@ def _build_cached(model: ModelSpec, it: Iteration, precision: Precision, attenti
         "include_lm_head": include_lm_head,
         "include_embedding": include_embedding,
         "moe_skew": moe_skew,
+        "moe_routing": moe_routing,
     }
     return tuple(ops), meta
 
@@ -473,6 +479,6 @@ def speculative_verify(model: ModelSpec, batch: int, draft_tokens: int, context_
 __all__ = [
     "Sequence", "Iteration", "Precision", "Parallelism", "RUN_PHASES", "phase_iterations", "TraceOp", "Trace",
     "build_iteration", "prefill", "decode", "speculative_verify",
-    "kv_cache_bytes", "weight_bytes", "expert_token_counts", "stage_layers",
+    "kv_cache_bytes", "weight_bytes", "expert_token_counts", "MOE_ROUTINGS", "stage_layers",
     "compare_traces", "op_flops", "op_min_dram_bytes", "VECTOR_OPS_PER_ELEMENT",
 ]

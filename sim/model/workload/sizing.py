@@ -8,29 +8,51 @@ the byte counts without building a trace, which is why these rules live on their
 """
 from __future__ import annotations
 
+import functools
 import math
+from statistics import NormalDist
 
 from sim.errors import WorkloadError
 from sim.model.workload.iteration import Precision
 from sim.spec.dtypes import get_format, sparse_2_4_bytes
 from sim.spec.model_spec import ModelSpec
 
-def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float = 0.0) -> list[int]:
-    """Tokens each expert receives when ``tokens`` tokens each pick ``top_k`` experts.
+#: how tokens are routed to experts: ``random`` - each token's router picks ``top_k`` experts
+#: independently of the other tokens' (expected loads of uniform random top-k routing); ``balanced``
+#: - the assignments split evenly (expert-choice routing, Zhou et al., NeurIPS 2022)
+MOE_ROUTINGS = ("random", "balanced")
+#: ``random`` routing's expected loads are averaged over this many seeded draws up to
+#: RANDOM_ROUTING_EXACT_TOKENS tokens, and come from the normal approximation of the multinomial
+#: order statistics beyond (loads of hundreds of tokens per expert)
+RANDOM_ROUTING_DRAWS = 256
+RANDOM_ROUTING_EXACT_TOKENS = 1024
 
-    Balanced (``skew = 0``): ``tokens·top_k`` assignments split evenly, the remainder one
-    each to experts ``0..r-1``.  Skewed: shares ∝ ``(i+1)^-skew``, capped at ``tokens``,
-    largest-remainder rounding (ties → lower index).  The counts always sum to
-    ``tokens·top_k`` and none exceeds ``tokens``.
+
+def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float = 0.0,
+                        routing: str = "random") -> list[int]:
+    """Tokens each expert receives when ``tokens`` tokens each pick ``top_k`` experts, largest first.
+
+    ``routing="random"`` (the default): the expected loads, sorted, when every token's router
+    picks ``top_k`` distinct experts at random, independently of the others - what a router does
+    on tokens it has no reason to group: a decode step of 4 tokens with top-2 of 8 reads about 6
+    experts' weights, not 8, and 128 tokens load the busiest expert 22 % above the mean.
+    ``routing="balanced"``: ``tokens·top_k`` assignments split evenly, the remainder one each
+    to experts ``0..r-1`` (expert-choice routing).  ``skew > 0``: shares ∝ ``(i+1)^-skew``
+    (Zipf).  Largest-remainder rounding (ties → lower index); the counts always sum to
+    ``tokens·top_k`` and none exceeds ``tokens``.  Deterministic (seeded draws).
     """
     if tokens < 0 or num_experts < 1 or not (1 <= top_k <= num_experts):
         raise WorkloadError(f"expert_token_counts: bad arguments tokens={tokens}, experts={num_experts}, top_k={top_k}")
     if skew < 0:
         raise WorkloadError(f"moe skew must be >= 0, got {skew}")
+    if routing not in MOE_ROUTINGS:
+        raise WorkloadError(f"moe routing must be one of {', '.join(MOE_ROUTINGS)}, got {routing!r}")
     total = tokens * top_k
-    if skew == 0:
+    if skew == 0 and (routing == "balanced" or top_k == num_experts):
         base, rem = divmod(total, num_experts)
         return [base + (1 if i < rem else 0) for i in range(num_experts)]
+    if skew == 0:
+        return _largest_remainder(list(_random_routing_loads(tokens, num_experts, top_k)), total, tokens)
     weights = [(i + 1) ** -skew for i in range(num_experts)]
     shares = [0.0] * num_experts
     free = list(range(num_experts))
@@ -46,6 +68,14 @@ def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float =
             shares[i] = float(tokens)
             remaining -= tokens
             free.remove(i)
+    return _largest_remainder(shares, total, tokens)
+
+
+def _largest_remainder(shares: list[float], total: int, cap: int) -> list[int]:
+    """Whole counts (each at most ``cap``) summing to ``total``, from real shares: floors, then
+    one more each by descending fractional part (ties to the lower index)."""
+    num_experts = len(shares)
+    tokens = cap
     counts = [min(tokens, math.floor(s + 1e-9)) for s in shares]
     left = total - sum(counts)
     order = sorted(range(num_experts), key=lambda i: (-(shares[i] - math.floor(shares[i] + 1e-9)), i))
@@ -61,6 +91,41 @@ def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float =
         if not progressed:  # pragma: no cover - impossible when top_k <= experts
             raise WorkloadError("expert_token_counts: cannot place every assignment")
     return counts
+
+
+@functools.lru_cache(maxsize=4096)
+def _random_routing_loads(tokens: int, num_experts: int, top_k: int) -> tuple[float, ...]:
+    """Expected loads, largest first, of ``tokens`` tokens each routed to ``top_k`` distinct
+    experts of ``num_experts`` uniformly at random: the mean of the sorted loads over
+    :data:`RANDOM_ROUTING_DRAWS` seeded draws, or - beyond :data:`RANDOM_ROUTING_EXACT_TOKENS`
+    tokens - the mean ``tokens·p`` plus the standard deviation ``sqrt(tokens·p·(1−p))``
+    (``p = top_k/num_experts``) times Blom's expected normal order statistics.  Scaled to sum
+    to ``tokens·top_k``, each at most ``tokens``."""
+    import numpy as np
+
+    total = tokens * top_k
+    if tokens == 0:
+        return (0.0,) * num_experts
+    if tokens <= RANDOM_ROUTING_EXACT_TOKENS:
+        rng = np.random.default_rng(0)
+        acc = np.zeros(num_experts)
+        chunk = max(1, (1 << 20) // (tokens * num_experts))
+        done = 0
+        while done < RANDOM_ROUTING_DRAWS:
+            n = min(chunk, RANDOM_ROUTING_DRAWS - done)
+            picks = np.argpartition(rng.random((n, tokens, num_experts)), top_k - 1, axis=-1)[..., :top_k]
+            loads = np.stack([np.bincount(p.ravel(), minlength=num_experts) for p in picks])
+            acc += np.sort(loads, axis=1)[:, ::-1].sum(axis=0)
+            done += n
+        mean = acc / RANDOM_ROUTING_DRAWS
+    else:
+        p = top_k / num_experts
+        sd = math.sqrt(tokens * p * (1 - p))
+        normal = NormalDist()
+        z = [normal.inv_cdf((num_experts - i - 0.375) / (num_experts + 0.25)) for i in range(num_experts)]
+        mean = np.array([tokens * p + sd * zi for zi in z])
+    mean = np.clip(mean, 0.0, tokens)
+    return tuple(float(x) for x in mean * (total / mean.sum()))
 
 
 def stage_layers(num_layers: int, pipeline: int) -> list[range]:
