@@ -1,0 +1,61 @@
+"""The H200 -> H100 what-if against a real H100 (issue 12: every knob moves the answer the way
+physics says).  ``h100_sxm`` is the calibrated ``h200_sxm`` with the H100 datasheet's memory
+(HBM3 at 3.35 TB/s, 80 GB, 50 MB L2); no H100 measurement went into it.  The same holdout
+shapes were measured on both GPUs with one harness (validation/measurements/h200_holdout.csv,
+h100_holdout.csv; session 20), so the measured H100/H200 time ratio of a case is how the real
+hardware answered the what-if, and the model's ratio must follow it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.apps.validation import predict
+from sim.apps.validation_cases import read_cases
+from sim.spec.registry import load_chip
+
+MEAS = Path(__file__).resolve().parents[1] / "validation" / "measurements"
+
+#: holdout lines (the CSV's line numbers) bound by HBM bandwidth on both GPUs: measured
+#: H100/H200 1.26-1.48 (decode attention over long KV, large copies, weight-streaming GEMVs)
+MEMORY_BOUND = (115, 103, 122, 176, 170, 64, 22, 12)
+#: compute-bound GEMMs measured within 3 % of each other on the two GPUs, which the model
+#: also keeps within 8 % (it gives 0.96-1.05)
+COMPUTE_BOUND = (76, 81, 23, 33)
+#: compute-bound weight-streaming GEMMs measured equally fast on both GPUs (0.97-1.02) that the
+#: model slows by 18-47 % on the H100: its smaller L2 and HBM cost them DRAM traffic and
+#: stalls the real cuBLAS/CUTLASS kernels do not see
+OVER_SENSITIVE = (73, 60, 78, 41)
+
+
+def _ratios(lines):
+    cases = {}
+    for gpu in ("h200", "h100"):
+        cases[gpu] = {c.line: c for c in read_cases(MEAS / f"{gpu}_holdout.csv")}
+    chips = {"h200": load_chip("h200_sxm"), "h100": load_chip("h100_sxm")}
+    out = []
+    for line in lines:
+        a, b = cases["h200"][line], cases["h100"][line]
+        assert (a.kind, a.dtype, a.values) == (b.kind, b.dtype, b.values), line   # the same shape
+        pred = predict(chips["h100"], b)["predicted_ms"] / predict(chips["h200"], a)["predicted_ms"]
+        out.append((line, b.measured_ms / a.measured_ms, pred))
+    return out
+
+
+def test_memory_bound_cases_slow_down_on_the_h100_as_measured():
+    for line, measured, predicted in _ratios(MEMORY_BOUND):
+        assert measured > 1.2, line
+        assert predicted == pytest.approx(measured, rel=0.10), (line, measured, predicted)
+
+
+def test_compute_bound_gemms_keep_their_time_on_the_h100():
+    for line, measured, predicted in _ratios(COMPUTE_BOUND):
+        assert predicted == pytest.approx(measured, rel=0.08), (line, measured, predicted)
+
+
+@pytest.mark.xfail(strict=True, reason="the model slows these compute-bound weight-streaming GEMMs by 18-47 % on "
+                                       "the H100's smaller L2 and HBM; the real GPU runs them as fast as the H200")
+def test_weight_streaming_gemms_keep_their_time_on_the_h100():
+    for line, measured, predicted in _ratios(OVER_SENSITIVE):
+        assert predicted == pytest.approx(measured, rel=0.10), (line, measured, predicted)
