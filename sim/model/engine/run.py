@@ -119,33 +119,43 @@ def _runs_row_stationary(chip: ChipSpec, op: Gemm, options: Options) -> bool:
 
 
 def _rs_gemm(chip: ChipSpec, op: Gemm, options: Options) -> OpResult:
-    """A GEMM on a row-stationary array at the row length the mapper picks: the mapping of
-    row length 1 (WS's schedule), then - on that mapping's tiles - each longer row of
-    :data:`RS_ROW_LENGTHS` within the register file's weight words; of those within
-    :data:`RS_ROW_LENGTH_CYCLE_TOLERANCE` of the fastest, the one costing the least energy.  A longer row keeps ``L`` products
-    accumulating in the PE before a partial sum moves, so the buffer sees ``L`` times fewer
-    partial sums (Eyeriss, Chen et al. ISCA 2016); a mapping's tiles can favour a length
-    that the whole problem's closed form would not, so every length is simulated on them."""
+    """A GEMM on a row-stationary array at the row length the mapper picks.  Row length 1
+    (WS's schedule) is simulated first; on that mapping's tiles, of the longer rows of
+    :data:`RS_ROW_LENGTHS` within the register file's weight words whose closed-form array
+    schedule is within :data:`RS_ROW_LENGTH_CYCLE_TOLERANCE` of row 1's, the one whose array
+    moves the fewest words through the buffer is simulated too, and kept when its run is
+    within that tolerance of row 1's time and costs less energy.  A longer row keeps ``L``
+    products accumulating in the PE before a partial sum moves, so the buffer sees ``L``
+    times fewer partial sums (Eyeriss, Chen et al. ISCA 2016)."""
     base = simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=1))
     words = get_dataflow("rs").spec.register_file_words.weight
     tiles = (int(base.mapping["tile_m"]), int(base.mapping["tile_n"]), int(base.mapping["tile_k"]))
 
-    def tile_cycles(L: int) -> float:   # one tile's array schedule at row length L (closed form)
-        prob = lower_op(chip, op, dataclasses.replace(options, row_length=L), chip.cores.count).problem
-        step = float(prob.cycles_fn(*tiles))
-        return step + (float(prob.tail_fn(*tiles)) if prob.tail_fn is not None else 0.0)
+    def on_tiles(L: int) -> tuple[float, float]:
+        """(array cycles, buffer words) of one tile at row length L (closed forms)."""
+        low = lower_op(chip, op, dataclasses.replace(options, row_length=L), chip.cores.count)
+        prob = low.problem
+        cycles = float(prob.cycles_fn(*tiles)) + (float(prob.tail_fn(*tiles)) if prob.tail_fn is not None else 0.0)
+        kp = max(1, -(-tiles[2] // max(1, int(round(low.k_per_pe_cycle)))))
+        acc = get_dataflow("rs", row_length=L).accesses(tiles[0], kp, tiles[1], low.rows, low.cols)
+        moved = sum(float(acc[key]) for key in ("sram_reads_input", "sram_reads_weight", "sram_writes_output",
+                                                 "sram_reads_psum"))
+        return cycles, moved
 
-    base_cycles = tile_cycles(1)
-    results = [base]
+    base_cycles, base_words = on_tiles(1)
+    best_L, best_words = 1, base_words
     for L in RS_ROW_LENGTHS[1:]:
         if L > words:
             break
-        if tile_cycles(L) > base_cycles * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE):
-            continue   # its folds round up on these tiles: slower whatever the memory does
-        results.append(simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=L, tiles=tiles)))
-    fastest = min(r.seconds for r in results)
-    return min((r for r in results if r.seconds <= fastest * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE)),
-               key=lambda r: (r.energy_pj, int(r.mapping.get("compute", {}).get("row_length") or 1)))
+        cycles, moved = on_tiles(L)
+        if cycles <= base_cycles * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE) and moved < best_words:
+            best_L, best_words = L, moved   # folds that round up on these tiles are skipped
+    if best_L == 1:
+        return base
+    longer = simulate_op_at_clock(chip, op, dataclasses.replace(options, row_length=best_L, tiles=tiles))
+    if longer.seconds <= base.seconds * (1 + RS_ROW_LENGTH_CYCLE_TOLERANCE) and longer.energy_pj < base.energy_pj:
+        return longer
+    return base
 
 
 def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
