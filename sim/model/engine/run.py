@@ -104,9 +104,15 @@ def simulate_op_at_clock(chip: ChipSpec, op, options: Options | None = None) -> 
     options = options or Options()
     if isinstance(op, Collective):
         return memoised(chip, op, options, lambda: collective_result(chip, op, options))
+    return memoised(chip, op, options, lambda: _simulate_uncached(chip, op, options))
+
+
+def _simulate_uncached(chip: ChipSpec, op, options: Options) -> OpResult:
+    """A memo miss: a GEMM on a row-stationary array picks its row length first (:func:`_rs_gemm`);
+    every other op is one tiled simulation.  (Decided here, so a memo hit pays nothing for it.)"""
     if isinstance(op, Gemm) and options.row_length is None and _runs_row_stationary(chip, op, options):
-        return memoised(chip, op, options, lambda: _rs_gemm(chip, op, options))
-    return memoised(chip, op, options, lambda: _simulate_tiled(chip, op, options))
+        return _rs_gemm(chip, op, options)
+    return _simulate_tiled(chip, op, options)
 
 
 def _runs_row_stationary(chip: ChipSpec, op: Gemm, options: Options) -> bool:

@@ -74,17 +74,15 @@ def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float =
 def _largest_remainder(shares: list[float], total: int, cap: int) -> list[int]:
     """Whole counts (each at most ``cap``) summing to ``total``, from real shares: floors, then
     one more each by descending fractional part (ties to the lower index)."""
-    num_experts = len(shares)
-    tokens = cap
-    counts = [min(tokens, math.floor(s + 1e-9)) for s in shares]
+    counts = [min(cap, math.floor(s + 1e-9)) for s in shares]
     left = total - sum(counts)
-    order = sorted(range(num_experts), key=lambda i: (-(shares[i] - math.floor(shares[i] + 1e-9)), i))
+    order = sorted(range(len(shares)), key=lambda i: (-(shares[i] - math.floor(shares[i] + 1e-9)), i))
     while left > 0:
         progressed = False
         for i in order:
             if left == 0:
                 break
-            if counts[i] < tokens:
+            if counts[i] < cap:
                 counts[i] += 1
                 left -= 1
                 progressed = True
