@@ -312,7 +312,16 @@ def test_fp8_mac_energy_is_the_in_kernel_clock_fit():
     spec = importlib.util.spec_from_file_location("fit_fp8_energy", MEAS.parent / "fit_fp8_energy.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    table = mod.fit(overrides=["energy.mac_pj={}"])
+    table = mod.stored()   # validation/fit_fp8_energy.py --write: the 20 kernels take ~1 minute
+    # the stored table is the model's today: the three fp8 rows and the two cheapest others re-priced
+    chip = load_chip(mod.CHIP, mod.OVERRIDES)
+    rows = {r["workload"]: r for r in mod.counters.measured()}
+    assert sorted(rows) == sorted(w for w, *_ in table["rows"])
+    cheap = sorted((w for w, dt, *_ in table["rows"] if dt != "fp8"), key=lambda w: rows[w]["m"] * rows[w]["k"]
+                   * rows[w]["n"])[:2]
+    for w, dt, _, p, _ in table["rows"]:
+        if dt == "fp8" or w in cheap:
+            assert mod.power_at_measured(rows[w], chip) == pytest.approx(p, rel=0.005), (w, "re-run --write")
     lo, hi = table["spread"]
     assert -0.08 < lo < 0 < hi < 0.08
     fp8 = [p for _, dt, _, p, _ in table["rows"] if dt == "fp8"]
