@@ -192,11 +192,11 @@ def test_validate_whose_every_case_failed_exits_2_naming_the_rows(tmp_path):
 
 
 @pytest.mark.parametrize("old, new, needles", [
-    ("dtypes: [bf16, fp16]", "dtypes: [bf17, fp16]", ["gemm.misaligned.dtypes.0", "unknown number format 'bf17'"]),
+    ("dtypes: [bf16, fp16]", "dtypes: [bf17, fp16]", ["gemm.misaligned.0.dtypes.0", "unknown number format 'bf17'"]),
     ("    int8:\n      before:", "    int9:\n      before:", ["gemm.weight_only.int9", "unknown number format 'int9'"]),
     ("tiles: [256, 128, 64]", "tiles: [0, 128, 64]", ["gemm.sparse_2_4.tiles.0", "greater than or equal to 1"]),
-    ("split_k: [1]", "split_k: []", ["gemm.sparse_2_4.split_k", "at least 1 item"]),
-    ("split_k: [1]", "split_k: [-1]", ["gemm.sparse_2_4.split_k.0", "greater than or equal to 1"]),
+    ("64]\n    split_k: [1]", "64]\n    split_k: []", ["gemm.sparse_2_4.split_k", "at least 1 item"]),
+    ("64]\n    split_k: [1]", "64]\n    split_k: [-1]", ["gemm.sparse_2_4.split_k.0", "greater than or equal to 1"]),
 ], ids=["format", "weight-only-format", "tile-0", "split-k-empty", "split-k-negative"])
 def test_stack_gemm_rules_that_sim_check_passed(tmp_path, old, new, needles):
     text = (ROOT / "stacks" / "eager_pytorch.yaml").read_text()

@@ -49,17 +49,27 @@ def _stack(tmp_path, old: str, new: str, name: str = "eager_pytorch"):
     # a profile some chip uses (h100_sxm and h200_sxm name eager_pytorch): checked on each of them
     ("decode_array: tensor_cores_sm80", "decode_array: warp_drive", "attention.decode_array",
      ["unknown array 'warp_drive' on chip 'h200_sxm'", "(valid: cuda_cores, tensor_cores"]),
-    ("even_array: tensor_cores_align2", "even_array: tensor_cores_align3", "gemm.misaligned.even_array",
+    ("even_array: tensor_cores_align2", "even_array: tensor_cores_align3", "gemm.misaligned.0.even_array",
      ["unknown array 'tensor_cores_align3' on chip 'h100_sxm'", "did you mean"]),
+    ("k_array: tensor_cores_int8_align4", "k_array: tensor_cores_int8_align5", "gemm.misaligned.1.k_array",
+     ["unknown array 'tensor_cores_int8_align5' on chip 'h100_sxm'", "did you mean"]),
     # was clamped to 0 bytes
     ("read: m*k*eb, write: m*k*4", "read: -m*k, write: m*k*4", "gemm.weight_only.int8.before.0.read",
      ["'-m*k' negates a term", "write a difference as a - b"]),
     ("rate_class: fp32", "rate_class: fp33", "gemm.weight_only.int4.row_work.rate_class",
      ["unknown rate class 'fp33'; did you mean 'fp32'?"]),
-], ids=["op", "stream-ops", "decode-array", "misaligned-array", "unary-minus", "rate-class"])
+], ids=["op", "stream-ops", "decode-array", "misaligned-array", "misaligned-k-array",
+        "unary-minus", "rate-class"])
 def test_stack_profile_names_and_signs(tmp_path, old, new, key, needles):
     f, line = _stack(tmp_path, old, new)
     refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: {key}: ", *needles)
+
+
+def test_a_misaligned_rule_that_names_tiles_without_their_kernels(tmp_path):
+    """A tile for a path the rule does not take would be silently ignored: refused at the rule."""
+    f, _ = _stack(tmp_path, "      n_array: tensor_cores\n      n_tiles", "      n_tiles")
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if ln.startswith("    - align_elements: 16"))
+    refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: gemm.misaligned.1: ", "n_tiles needs n_array")
 
 
 def test_a_profile_no_chip_names_is_checked_against_every_catalog_chip(tmp_path):

@@ -329,3 +329,46 @@ def test_library_constraints_return_a_new_problem_and_leave_the_lowered_one_as_i
     before = dataclasses.asdict(att.problem)
     prob = apply_library_constraints(chip, att.problem, "attention", att.array)
     assert dataclasses.asdict(att.problem) == before and prob.cluster == 1  # attention_cluster_size
+
+
+def _int8_cases():
+    """(chip, Case, kernel name) of every int8 GEMM measured with kernel names: the H100's
+    rows/alignment microbenchmark and the H200's dev and holdout kernel cases."""
+    from sim.apps.validation import Case
+
+    meas = ROOT / "validation" / "measurements"
+    out = []
+    for chip, path in (("h100_sxm", "h100_micro_rows_align_stats.csv"), ("h200_sxm", "h200_case_stats.csv")):
+        for r in csv.DictReader((meas / path).open()):
+            if r["dtype"] == "int8" and r["kind"] == "gemm" and r["status"] == "ok":
+                dims = {d: int(float(r[d])) for d in ("m", "k", "n")}
+                out.append((chip, Case(0, "gemm", "int8", dims, float(r["median_ms"])), r["kernels"]))
+    return out
+
+
+def test_int8_gemms_off_16_bytes_take_the_paths_their_kernel_names_show():
+    """torch._int_mm with k off 16-byte alignment runs CUTLASS sm80 *_align4 kernels, with
+    only n off it cuBLAS's sm90_xmma 256x128x128 kernel, otherwise *_align16 kernels: the
+    eager stack's int8 rule sends every measured case (H100 microbenchmark, H200 dev and
+    holdout) to the array of the kernel family it ran.  The align4 rate comes from the
+    H100's largest case only; the H200's misaligned cases are independent of it, and every
+    misaligned case lands within 25 % of its measured time (the main path priced them 41-45 %
+    fast)."""
+    from sim.apps.validation import _gemm_ops, predict
+
+    cases = _int8_cases()
+    assert len(cases) >= 45
+    misaligned = 0
+    for chip, case, names in cases:
+        array = _gemm_ops(case)[0][1].array
+        if "_align4" in names:
+            assert array == "tensor_cores_int8_align4", (case.values, names)
+        elif "sm90_xmma_gemm_i8" in names:
+            assert array == "tensor_cores", (case.values, names)
+        else:
+            assert "_align16" in names and array == "tensor_cores_sm80", (case.values, names)
+            continue
+        misaligned += 1
+        got = predict(load_chip(chip), case)["predicted_ms"]
+        assert got == pytest.approx(case.measured_ms, rel=0.25), (chip, case.values, got, case.measured_ms)
+    assert misaligned >= 6

@@ -55,11 +55,10 @@ def _load_eager_profile():
 #: the library constants of the H200's eager PyTorch stack now live in its profile
 #: (stacks/eager_pytorch.yaml, with their sources); these names read them from there.
 #: cuSPARSELt 0.8's only sparse bf16 kernel on sm90 (..._tilesize128x256x64_...) and the
-#: row multiple it pads inputs to; the 16-bit row-stride alignment Hopper's TMA requires
+#: row multiple it pads inputs to
 _EAGER = _load_eager_profile()
 CUSPARSELT_TILES = tuple(_EAGER.gemm.sparse_2_4.tiles)
 CUSPARSELT_ROW_MULTIPLE = _EAGER.gemm.sparse_2_4.row_multiple
-TMA_ALIGN_ELEMENTS = _EAGER.gemm.misaligned.align_elements
 
 
 def _gemm_ops(case: Case):

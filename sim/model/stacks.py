@@ -205,10 +205,9 @@ def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
             out.append((Copy(f"{op.name}.pad_copy", op.m * op.k * eb), {}))
         out.append((dataclasses.replace(op, m=m_pad), {"tiles": r.tiles, "split_k": r.split_k}))
         return out
-    mis = g.misaligned
-    if mis is not None and op.dtype in mis.dtypes and (op.k % mis.align_elements or op.n % mis.align_elements):
-        array = mis.odd_array if (op.k % 2 or op.n % 2) else mis.even_array
-        return [(op, {"array": array})]
+    path = g.misaligned_path(op.dtype, op.k, op.n)
+    if path is not None:
+        return [(op, path)]
     array = g.dtype_arrays.get(op.dtype)
     return [(op, {"array": array} if array else {})]
 

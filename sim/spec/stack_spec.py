@@ -92,12 +92,60 @@ _KernelClass = Annotated[str, AfterValidator(_known_kernel_class)]
 
 
 class MisalignedGemmRule(FrozenSpec):
-    """16-bit GEMMs whose row strides are not aligned for the main kernels' loads."""
+    """GEMMs whose row strides are not aligned for the main kernels' loads: which kernels run
+    instead.  Either by the strides' parity (``even_array`` / ``odd_array``: cuBLAS's 16-bit
+    fallbacks) or by which stride breaks the alignment (``k_array`` when k does; ``n_array``,
+    with its one tile ``n_tiles``, when only n does: torch._int_mm's int8 paths)."""
 
     align_elements: int = Field(ge=1, description="k and n must be multiples of this for the main path")
     dtypes: tuple[_Format, ...] = ("bf16", "fp16")
-    even_array: str = Field(description="array of the kernels for even (but misaligned) strides")
-    odd_array: str = Field(description="array of the kernels for odd strides")
+    even_array: str | None = Field(default=None, description="array of the kernels for even (but misaligned) strides")
+    odd_array: str | None = Field(default=None, description="array of the kernels for odd strides")
+    k_array: str | None = Field(default=None, description="array of the kernels when k breaks the alignment")
+    n_array: str | None = Field(default=None, description="array of the kernels when only n breaks it")
+    k_tiles: tuple[_Pos, _Pos, _Pos] | None = Field(
+        default=None, description="the (m, n, k) tile of the kernels that run when k breaks it")
+    n_tiles: tuple[_Pos, _Pos, _Pos] | None = Field(
+        default=None, description="the (m, n, k) tile of the kernel that runs when only n breaks it")
+    split_k: tuple[_Pos, ...] | None = Field(default=None, min_length=1,
+                                             description="split-K factors of the k_array / n_array kernels")
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _one_way_to_choose(self):
+        if (self.even_array is None) != (self.odd_array is None):
+            raise ValueError("even_array and odd_array go together")
+        if self.even_array is None and self.k_array is None and self.n_array is None:
+            raise ValueError("name the kernels' arrays: even_array and odd_array, or k_array and/or n_array")
+        if self.n_tiles is not None and self.n_array is None:
+            raise ValueError("n_tiles needs n_array")
+        if self.k_tiles is not None and self.k_array is None:
+            raise ValueError("k_tiles needs k_array")
+        return self
+
+    def _library(self, array: str, tiles) -> dict:
+        return {"array": array, **({"tiles": tiles} if tiles else {}),
+                **({"split_k": self.split_k} if self.split_k else {})}
+
+    def path(self, k: int, n: int) -> dict | None:
+        """The library path of a GEMM of this rule's dtypes with these strides: ``{"array":
+        ..., "tiles": ...}``, or None for the main path (aligned, or no kernel named)."""
+        a = self.align_elements
+        k_off, n_off = k % a != 0, n % a != 0
+        if not (k_off or n_off):
+            return None
+        if k_off and self.k_array is not None:
+            return self._library(self.k_array, self.k_tiles)
+        if n_off and not k_off and self.n_array is not None:
+            return self._library(self.n_array, self.n_tiles)
+        if self.even_array is not None:
+            return {"array": self.odd_array if (k % 2 or n % 2) else self.even_array}
+        return None
+
+    def arrays(self) -> list[tuple[str, str]]:
+        """(key, array) of every array the rule names."""
+        return [(key, v) for key, v in (("even_array", self.even_array), ("odd_array", self.odd_array),
+                                        ("k_array", self.k_array), ("n_array", self.n_array)) if v]
 
 
 class Sparse24GemmRule(FrozenSpec):
@@ -264,7 +312,10 @@ class WeightOnlyGemmRule(FrozenSpec):
 class GemmRule(FrozenSpec):
     dtype_arrays: dict[_Format, str] = Field(default_factory=dict,
                                          description="number format -> array its GEMMs run on")
-    misaligned: MisalignedGemmRule | None = None
+    misaligned: tuple[MisalignedGemmRule, ...] = Field(
+        default=(), description="rules for GEMMs whose strides break the main kernels' alignment, one per "
+                                "group of dtypes (the first whose dtypes hold the GEMM's applies); one rule "
+                                "may be written without the list")
     sparse_2_4: Sparse24GemmRule | None = None
     weight_only: dict[_Format, WeightOnlyGemmRule] = Field(
         default_factory=dict, description="weight format of a weight-only GEMM (bf16 activations) -> the "
@@ -272,6 +323,17 @@ class GemmRule(FrozenSpec):
     moe_experts: Literal["grouped", "per_expert"] = Field(
         default="grouped", description="a MoE layer's experts of one token count: one grouped GEMM kernel "
                                        "(a fused-MoE library) or one kernel per expert (a loop over the experts)")
+
+    @field_validator("misaligned", mode="before")
+    @classmethod
+    def _one_rule_is_a_list_of_one(cls, v):
+        return [v] if isinstance(v, dict) else v
+
+    def misaligned_path(self, dtype: str, k: int, n: int) -> dict | None:
+        """The library path of a GEMM whose strides break its dtype's alignment (None: the
+        main path)."""
+        rule = next((r for r in self.misaligned if dtype in r.dtypes), None)
+        return None if rule is None else rule.path(k, n)
 
 
 class StreamKernelRule(FrozenSpec):
@@ -440,9 +502,8 @@ class StackSpec(FrozenSpec):
         out: list[tuple[tuple, str]] = [(("attention", k), v) for k, v in
                                         (("decode_array", a.decode_array), ("prefill_array", a.prefill_array)) if v]
         out += [(("gemm", "dtype_arrays", f), v) for f, v in g.dtype_arrays.items()]
-        if g.misaligned is not None:
-            out += [(("gemm", "misaligned", "even_array"), g.misaligned.even_array),
-                    (("gemm", "misaligned", "odd_array"), g.misaligned.odd_array)]
+        for i, rule in enumerate(g.misaligned):
+            out += [(("gemm", "misaligned", i, key), v) for key, v in rule.arrays()]
         out += [(("gemm", "weight_only", f, "row_work", "array"), w.row_work.array)
                 for f, w in g.weight_only.items() if w.row_work is not None]
         return out
