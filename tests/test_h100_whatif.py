@@ -21,12 +21,14 @@ MEAS = Path(__file__).resolve().parents[1] / "validation" / "measurements"
 #: H100/H200 1.26-1.48 (decode attention over long KV, large copies, a weight-streaming GEMV)
 MEMORY_BOUND = (115, 103, 122, 176, 170, 64)
 #: compute-bound GEMMs measured within 3 % of each other on the two GPUs, which the model
-#: also keeps within 8 % (it gives 0.96-1.05)
-COMPUTE_BOUND = (76, 81, 23)
-#: compute-bound weight-streaming GEMMs measured equally fast on both GPUs (1.00, 0.97) that the
-#: model slows by 20 and 47 % on the H100: its smaller L2 and HBM cost them DRAM traffic and
-#: stalls the real cuBLAS/CUTLASS kernels do not see (two of the four in the README)
-OVER_SENSITIVE = (73, 78)
+#: also keeps within 8 % (it gives 1.00-1.05), among them the int8 weight-streaming
+#: 128x6144x24576 (line 73: measured 1.003; the model gave 1.20 while the sm80 path kept a
+#: fixed 32 KiB in flight per SM, now 1.02 with its stages in flight)
+COMPUTE_BOUND = (76, 81, 23, 73)
+#: a compute-bound weight-streaming GEMM measured equally fast on both GPUs (0.97) that the
+#: model slows by 32 % on the H100: its smaller L2 and HBM cost it DRAM traffic and stalls the
+#: real CUTLASS kernel does not see (one of the four in the README)
+OVER_SENSITIVE = (78,)
 
 
 def _ratios(lines):
@@ -54,8 +56,8 @@ def test_compute_bound_gemms_keep_their_time_on_the_h100():
         assert predicted == pytest.approx(measured, rel=0.08), (line, measured, predicted)
 
 
-@pytest.mark.xfail(strict=True, reason="the model slows these compute-bound weight-streaming GEMMs by 20-47 % on "
-                                       "the H100's smaller L2 and HBM; the real GPU runs them as fast as the H200")
+@pytest.mark.xfail(strict=True, reason="the model slows this compute-bound weight-streaming GEMM by 32 % on "
+                                       "the H100's smaller L2 and HBM; the real GPU runs it as fast as the H200")
 def test_weight_streaming_gemms_keep_their_time_on_the_h100():
     for line, measured, predicted in _ratios(OVER_SENSITIVE):
         assert predicted == pytest.approx(measured, rel=0.10), (line, measured, predicted)

@@ -173,8 +173,9 @@ def test_edge_tiles_compute_the_whole_tile(h200):
 
 
 def test_one_cta_int8_kernel_matches_its_microbenchmark(h200):
-    """The sm80 path keeps 32 KiB in flight per SM (cp.async, array_outstanding_requests):
-    the one-CTA int8 CUTLASS GEMMs of h200_micro_kstep.csv land within 10 % of measured."""
+    """The sm80 path's cp.async loads land at its own fill port (array_port_bytes_per_cycle,
+    from these cases' k-step rate) with its stages in flight: the one-CTA int8 CUTLASS GEMMs
+    of h200_micro_kstep.csv land within 10 % of measured."""
     from sim.apps.validation import predict, read_cases
 
     cases = [c for c in read_cases(ROOT / "validation" / "measurements" / "h200_micro_kstep.csv") if c.dtype == "int8"]

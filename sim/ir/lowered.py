@@ -140,6 +140,8 @@ class TileProblem:
     max_outstanding: int = 0
     # requests in flight from the kernel's pipeline: (stages - 1) k-steps of A and B tiles
     inflight_from_stages: bool = False
+    # the kernel's own fill port, bytes per core cycle (0: the core buffer's bytes_per_cycle)
+    port_bytes_per_cycle: float = 0.0
     # edge tiles (and tiles larger than the problem) cost a full tile's compute
     pad_edge_tiles: bool = False
     # operands ("a", "b", "c") held whole in the core's buffer between ops: never loaded,

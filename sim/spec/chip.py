@@ -203,7 +203,8 @@ class ChipSpec(_Spec):
         names = [a.name for a in self.cores.arrays]
         problems = []
         for key in ("cluster_arrays", "pipeline_fill_arrays", "tile_rule_arrays", "array_kernels", "array_split_k",
-                    "array_outstanding_requests", "attention_tiles", "array_inflight_from_stages"):
+                    "array_outstanding_requests", "attention_tiles", "array_inflight_from_stages",
+                    "array_port_bytes_per_cycle"):
             listed = getattr(self.mapping, key) if self.mapping is not None else None
             problems += [(("mapping", key, n if isinstance(listed, dict) else i),
                           f"no array named '{n}' (arrays: {', '.join(names)})", n)

@@ -87,6 +87,10 @@ class MappingSpec(_Spec):
     # tiles in flight, so its DRAM requests in flight follow the kernel's tile and stages
     # instead of a fixed count (array_outstanding_requests / the DRAM level's)
     array_inflight_from_stages: tuple[str, ...] = ()
+    # bytes per SM cycle one core's loads of that path's kernels land in its tile buffer, by
+    # array name, where it is below the buffer's fill port (bytes_per_cycle of the core's
+    # SRAM): e.g. cp.async copies through L1 against TMA bulk copies
+    array_port_bytes_per_cycle: dict[str, _num(gt=0, le=1e9)] = {}
     # shared memory one thread block's pipeline may use (e.g. 163 KB = 166,912 B on sm80):
     # every array_kernels entry with a k tile (its own or tile_k_bytes) must fit stages x
     # (tile_m + tile_n) x k-tile bytes in it; None = not checked

@@ -327,7 +327,7 @@ class GemmRule(FrozenSpec):
     @field_validator("misaligned", mode="before")
     @classmethod
     def _one_rule_is_a_list_of_one(cls, v):
-        return [v] if isinstance(v, dict) else v
+        return [] if v is None else [v] if isinstance(v, dict) else v
 
     def misaligned_path(self, dtype: str, k: int, n: int) -> dict | None:
         """The library path of a GEMM whose strides break its dtype's alignment (None: the

@@ -132,7 +132,8 @@ def kernel_arrays(chip: ChipSpec, prob: TileProblem, mapping, ideal: bool, bases
     fp[K.F_L2_SET_BYTES] = l2_set_bytes
     fp[K.F_NOC_BYTES_PER_CYCLE] = chip.noc.bandwidth_bytes_per_cycle
     buf = chip.memory.core_srams[-1]
-    fp[K.F_PORT_BYTES_PER_CYCLE] = buf.bytes_per_cycle / max(1, prob.blocks_per_core)
+    port = min(buf.bytes_per_cycle, prob.port_bytes_per_cycle or buf.bytes_per_cycle)
+    fp[K.F_PORT_BYTES_PER_CYCLE] = port / max(1, prob.blocks_per_core)
     # the tile buffer's access latency, where a pipelined schedule cannot hide it: the
     # array's first read of a tile that just landed (kernels/engine.py); ideal memory has
     # none, as SCALE-Sim's stall-free numbers have none

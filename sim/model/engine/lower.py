@@ -318,6 +318,8 @@ def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) 
         fields["max_outstanding"] = ms.array_outstanding_requests[array]
     if array in ms.array_inflight_from_stages:
         fields["inflight_from_stages"] = True
+    if array in ms.array_port_bytes_per_cycle:
+        fields["port_bytes_per_cycle"] = float(ms.array_port_bytes_per_cycle[array])
     if ms.tile_rule_arrays is None or array in ms.tile_rule_arrays:
         fields.update(tile_side_multiple=ms.tile_one_side_multiple or 0, tile_max_elements=ms.tile_max_elements or 0)
     if ms.tile_k_bytes:

@@ -116,8 +116,12 @@ class MemoryBudget:
         sim.model.engine.arrays.kernel_arrays): there no request limit applies, and what
         the stages keep in flight is the estimate's latency term."""
         if prob.inflight_from_stages and self.fill_bytes_per_cycle > 0:
-            return self.fill_bytes_per_cycle  # (shared_by divided it among a core's blocks)
-        return self.port_bytes_per_cycle
+            port = self.fill_bytes_per_cycle  # (shared_by divided it among a core's blocks)
+        else:
+            port = self.port_bytes_per_cycle
+        if prob.port_bytes_per_cycle > 0:   # the kernel's own fill port
+            port = min(port, prob.port_bytes_per_cycle / max(1, prob.blocks_per_core))
+        return port
 
     def window_chunks(self, prob: TileProblem, cores: int, step_bytes=None, buffers=None):
         """DRAM chunks the cores keep in flight, counted as the engine counts them: each
