@@ -373,3 +373,19 @@ def test_int8_gemms_off_16_bytes_take_the_paths_their_kernel_names_show():
         got = predict(load_chip(chip), case)["predicted_ms"]
         assert got == pytest.approx(case.measured_ms, rel=0.25), (chip, case.values, got, case.measured_ms)
     assert misaligned >= 6
+
+
+def test_the_cp_async_fill_port_bounds_a_lone_cta_and_no_more_than_the_buffer_port():
+    """array_port_bytes_per_cycle is the rate the sm80 path's loads land at: a one-CTA int8
+    GEMM streaming 16,384 k (its k-step rate is that port's) takes close to 2x as long when
+    the port halves, and a port above the tile buffer's own (83 B/cycle) is the buffer's."""
+    from sim.ir.ops import Gemm
+
+    def seconds(port):
+        chip = load_chip("h200_sxm", overrides=[f"mapping.array_port_bytes_per_cycle.tensor_cores_sm80={port}"])
+        op = Gemm("g", 32, 16384, 64, dtype="int8", out_dtype="int32")
+        return simulate_op(chip, op, Options(array="tensor_cores_sm80")).seconds
+
+    base, half = seconds(29), seconds(14.5)
+    assert 1.8 < half / base <= 2.0, half / base
+    assert seconds(83) == seconds(200)
