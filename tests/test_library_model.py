@@ -389,3 +389,39 @@ def test_the_cp_async_fill_port_bounds_a_lone_cta_and_no_more_than_the_buffer_po
     base, half = seconds(29), seconds(14.5)
     assert 1.8 < half / base <= 2.0, half / base
     assert seconds(83) == seconds(200)
+
+
+def _streams_64x64():
+    """The H100's int8 128x28672xn cases that ran CUTLASS's 64x64x128 kernel on 32, 64 and
+    128 CTAs (h100_micro_sm80_streams_stats.csv, kernel names checked)."""
+    from sim.apps.validation import read_cases
+
+    meas = ROOT / "validation" / "measurements"
+    names = {(int(float(r["m"])), int(float(r["n"]))): r["kernels"]
+             for r in csv.DictReader((meas / "h100_micro_sm80_streams_stats.csv").open())}
+    cases = [c for c in read_cases(meas / "h100_micro_sm80_streams.csv")
+             if c.values["m"] == 128 and c.values["n"] in (1024, 2048, 4096)]
+    assert len(cases) == 3 and all("_64x64_128x6_" in names[128, int(c.values["n"])] for c in cases)
+    return cases
+
+
+def test_the_sm80_path_keeps_its_per_sm_rate_as_ctas_are_added():
+    """On the H100 the 64x64 int8 kernel takes the same time on 32, 64 and 128 CTAs (63.2,
+    63.4, 64.7 us: each SM keeps its own rate until HBM binds); so does the model, which
+    lost up to 2x there while the path kept a fixed 32 KiB in flight per SM."""
+    from sim.apps.validation import predict
+
+    h100 = load_chip("h100_sxm")
+    got = [predict(h100, c)["predicted_ms"] for c in _streams_64x64()]
+    assert max(got) / min(got) < 1.05, got
+
+
+@pytest.mark.xfail(strict=True, reason="the sm80 fill port is the one-CTA k-step's (29 B/cycle), whose half-empty A "
+                                       "tile cp.async fills with zeros the model does not count: the 64x64 kernel on "
+                                       "32-128 CTAs comes out 28-30 % slow")
+def test_the_sm80_path_at_many_ctas_lands_within_15_percent():
+    from sim.apps.validation import predict
+
+    h100 = load_chip("h100_sxm")
+    for c in _streams_64x64():
+        assert predict(h100, c)["predicted_ms"] == pytest.approx(c.measured_ms, rel=0.15), c.values
