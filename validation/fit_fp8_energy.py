@@ -75,13 +75,13 @@ def fit(chip_name: str = CHIP, overrides=()) -> dict:
     "rows": [(workload, dtype, MHz, W as priced, solved mac_pj or None)]}."""
     chip = load_chip(chip_name, list(overrides))
     rows = counters.measured()
-    others = [power_at_measured(r, chip) for r in rows if r["dtype"] != "fp8"]
+    priced = [power_at_measured(r, chip) for r in rows]
+    others = [p for r, p in zip(rows, priced) if r["dtype"] != "fp8"]
     level = statistics.median(others)
     x0 = mac_pj(chip, "fp8")
     bumped = load_chip(chip_name, list(overrides) + [f"energy.mac_pj.fp8={x0 + 0.1!r}"])
     out, solved = [], []
-    for r in rows:
-        p = power_at_measured(r, chip)   # a memo hit for the bf16/fp16 rows
+    for r, p in zip(rows, priced):
         x = None
         if r["dtype"] == "fp8":
             slope = (power_at_measured(r, bumped) - p) / 0.1
