@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import sim.model.kernels.dram_layout as D
 import sim.model.kernels.engine as K
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import operand_bases
@@ -305,13 +306,33 @@ def _dram_stats(run: KernelRun) -> np.ndarray:
     return np.nan_to_num(run.dram_stats, posinf=0.0)
 
 
+# the DRAM model's event counts (row outcomes, activates, refreshes, bus events): the line
+# through two samples may take one below zero, since a sample of another size lays its rows
+# out differently (A's row stride is k: an int8 128x28672x16384 GEMM on h100_sxm had 29 k
+# rounds with more row hits than 56 had, and its line gave a row-hit rate of -0.086)
+_EVENT_COUNTS = [D.S_ROW_HITS, D.S_ROW_EMPTY, D.S_ROW_CONFLICTS, D.S_ACTIVATES, D.S_REFRESHES,
+                 D.S_TURNAROUNDS, D.S_REORDERED_HITS, D.S_HOLE_FILLS]
+
+
+def _events_possible(line: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """``line`` with its event counts kept possible: where the line takes any below zero, all
+    of them are the larger sample ``ref``'s per request, times the line's requests (the mix
+    of the last sample, not a negative margin)."""
+    if not (line[_EVENT_COUNTS] < 0).any() or ref[D.S_REQUESTS] <= 0:
+        return line
+    out = line.copy()
+    out[_EVENT_COUNTS] = ref[_EVENT_COUNTS] * (max(line[D.S_REQUESTS], 0.0) / ref[D.S_REQUESTS])
+    return out
+
+
 def _line(a: KernelRun, b: KernelRun, f: float) -> KernelRun:
     """Statistics at ``a + (b - a) * f`` (affine extrapolation of two runs)."""
     s1, s2 = _dram_stats(a), _dram_stats(b)
     return dataclasses.replace(
         b, stats=a.stats + (b.stats - a.stats) * f,
         hist=np.round(a.hist + (b.hist - a.hist) * f).astype(np.int64),
-        makespan=a.makespan + (b.makespan - a.makespan) * f, dram_stats=s1 + (s2 - s1) * f)
+        makespan=a.makespan + (b.makespan - a.makespan) * f,
+        dram_stats=_events_possible(s1 + (s2 - s1) * f, s2))
 
 
 def _slope(x: KernelRun, y: KernelRun, rx: int, ry: int, key: str) -> float:
@@ -469,7 +490,8 @@ def extrapolated_run(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal:
             d = run(r2, left)
             out = dataclasses.replace(out, stats=out.stats + (d.stats - b.stats), hist=out.hist + (d.hist - b.hist),
                                       makespan=out.makespan + (d.makespan - b.makespan),
-                                      dram_stats=out.dram_stats + (_dram_stats(d) - _dram_stats(b)))
+                                      dram_stats=_events_possible(
+                                          out.dram_stats + (_dram_stats(d) - _dram_stats(b)), _dram_stats(d)))
         record = {"dim": "waves", "waves": total, "leftover_tiles": left, "sampled_waves": [r2, r3],
                   "steady": steady, "period_aligned": plan.period_aligned}
     else:
