@@ -184,62 +184,44 @@ def timed(out_dir: str, seconds: float) -> None:
 
 
 def profile(out_dir: str) -> None:
+    """Each workload under ncu in a process of its own, so that every kernel ncu reports
+    belongs to it: grouping one process's kernels by name mislabelled workloads whose call
+    runs two kernels (fp32 GEMMs with k >= 1024 run a Memset first; an H100 run of 2026-12-05
+    put an fp32 kernel under an int8 label).  The logs go into one file (a device call returns
+    a limited number of files)."""
     names = [g[0] for g in GEMMS] + [a[0] for a in ATTN] + [n[0] for n in L2_LOOPS]
     rows = []
-    for gi, metrics in enumerate(METRIC_GROUPS):
-        log = os.path.join(out_dir, f"ncu_group{gi}.log")
-        cmd = ["ncu", "--clock-control", "none", "--csv", "--page", "raw", "--kernel-name", KERNEL_REGEX,
-               "--profile-from-start", "off",
-               "--metrics", ",".join(metrics), sys.executable, os.path.abspath(__file__), "--target", *names]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        with open(log, "w") as f:
-            f.write(res.stdout + "\n--- stderr ---\n" + res.stderr)
-        rows += _parse(res.stdout, names, gi)
+    with open(os.path.join(out_dir, "ncu.log"), "w") as log:
+        for gi, metrics in enumerate(METRIC_GROUPS):
+            for name in names:
+                cmd = ["ncu", "--clock-control", "none", "--csv", "--page", "raw", "--kernel-name", KERNEL_REGEX,
+                       "--profile-from-start", "off",
+                       "--metrics", ",".join(metrics), sys.executable, os.path.abspath(__file__), "--target", name]
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                log.write(f"=== group {gi} {name}\n{res.stdout}\n--- stderr ---\n{res.stderr}\n")
+                rows += _parse(res.stdout, name)
     with open(os.path.join(out_dir, f"{STEM}.csv"), "w", newline="") as f:
         wr = csv.writer(f, lineterminator="\n")
         wr.writerow(["workload", "kernel", "metric", "unit", "value"])
         wr.writerows(rows)
 
 
-def _parse(text: str, names: list[str], group: int) -> list[list[str]]:
-    """ncu's raw CSV: a header row ("ID", ..., "Kernel Name", metrics...), a units row, one
-    row per profiled kernel in launch order.  The target prints ``ran NAME`` after each
-    workload's calls; kernels are assigned to workloads by that order."""
+def _parse(text: str, name: str) -> list[list[str]]:
+    """ncu's raw CSV for one workload's process: a header row ("ID", ..., "Kernel Name",
+    metrics...), a units row, one row per profiled kernel in launch order; the last one (the
+    last call's, after CALLS_UNDER_NCU - 1 calls warmed the library's caches) is kept."""
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
         return []
     reader = list(csv.reader(lines[start:]))
     header, units, body = reader[0], reader[1], reader[2:]
+    if not body:
+        return []
     kcol = header.index("Kernel Name")
-    # the target's own stdout is interleaved before the CSV; ncu buffers its report to the
-    # end, so the order of "ran" lines is the workload order
-    per = [ln.split(" ", 1)[1] for ln in lines[:start] if ln.startswith("ran ")]
-    out = []
-    groups = _split(body, kcol, len(per))
-    for name, krows in zip(per, groups):
-        if not krows:
-            continue
-        last = krows[-1]
-        for j, h in enumerate(header):
-            if j <= kcol or not _kept(h):
-                continue
-            out.append([name, last[kcol][:120], h, units[j] if j < len(units) else "", last[j]])
-    return out
-
-
-def _split(body: list[list[str]], kcol: int, n: int) -> list[list[list[str]]]:
-    """Consecutive runs of CALLS_UNDER_NCU launches of one kernel name, one run per workload."""
-    groups: list[list[list[str]]] = []
-    cur: list[list[str]] = []
-    for row in body:
-        if cur and (row[kcol] != cur[-1][kcol] or len(cur) == CALLS_UNDER_NCU):
-            groups.append(cur)
-            cur = []
-        cur.append(row)
-    if cur:
-        groups.append(cur)
-    return groups[:n]
+    last = body[-1]
+    return [[name, last[kcol][:120], h, units[j] if j < len(units) else "", last[j]]
+            for j, h in enumerate(header) if j > kcol and _kept(h)]
 
 
 def main(argv=None) -> int:
