@@ -70,7 +70,7 @@ METRIC_GROUPS = [
      "sm__throughput.avg.pct_of_peak_sustained_elapsed", "launch__grid_size", "launch__cluster_dim_x",
      "launch__cluster_dim_y"],
 ]
-KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm|sdpa"
+KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm|sdpa|Kernel2"
 
 
 def _kept(metric: str) -> bool:
