@@ -58,6 +58,8 @@ def iteration_errors(lm, its: pd.DataFrame) -> dict:
         out[f"iterations_{kind}"] = {
             "count": int(sel.sum()), "median_rel_error": float(e.median()),
             "p10_rel_error": float(e.quantile(0.1)), "p90_rel_error": float(e.quantile(0.9)),
+            "median_abs_rel_error": float(e.abs().median()), "p90_abs_rel_error": float(e.abs().quantile(0.9)),
+            "mean_rel_error": float(e.mean()),
             "measured_median_s": float(its.loc[sel, "measured_s"].median()),
             "predicted_median_s": float(its.loc[sel, "predicted_s"].median())}
     for kind, sel in (("mixed_graph", (its["graph"] == 1) & mixed), ("mixed_eager", its["graph"] == 0)):
