@@ -362,6 +362,9 @@ class StreamKernelRule(FrozenSpec):
     max_rows: int | None = Field(default=None, ge=1, description="... and at most this many")
     floor_ns_per_row: float = Field(default=0.0, ge=0.0, description="added to the floor per row")
     source: str = Field(default="", description="the measurement (file, rows) the numbers come from")
+    measured_on: str = Field(default="", description="the shipped chip the fraction was measured on (set from "
+                                                     "the stack's stream_kernels_measured_on): on any chip the "
+                                                     "kernel then takes at least its time there, per core")
 
     @field_validator("ops", mode="after")
     @classmethod
@@ -481,6 +484,10 @@ class StackSpec(FrozenSpec):
                                    "one index kernel before it")
     stream_kernels: tuple[StreamKernelRule, ...] = Field(
         default=(), description="achieved rates of the library's memory-bound kernel classes (first match)")
+    stream_kernels_measured_on: str = Field(
+        default="", description="the shipped chip stream_kernels were measured on (a name in arch_configs/): "
+                                "a kernel slower than that chip's memory keeps its time there, per core, on "
+                                "any chip; empty: the fractions apply to every chip's own memory")
     host: HostRule | None = Field(
         default=None, description="host cost of issuing a serving iteration's kernels (None: the host is "
                                   "never the bottleneck)")
@@ -515,4 +522,7 @@ class StackSpec(FrozenSpec):
     def stream_rule(self, op: str, row_elements: int = 0, rows: int = 0) -> StreamKernelRule | None:
         """The first stream-kernel class ``op`` (a VectorOp name) with ``rows`` rows of
         ``row_elements`` falls in."""
-        return next((r for r in self.stream_kernels if r.matches(op, row_elements, rows)), None)
+        rule = next((r for r in self.stream_kernels if r.matches(op, row_elements, rows)), None)
+        if rule is not None and not rule.measured_on and self.stream_kernels_measured_on:
+            rule = rule.model_copy(update={"measured_on": self.stream_kernels_measured_on})
+        return rule

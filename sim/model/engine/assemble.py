@@ -250,17 +250,25 @@ def merge_results(a: OpResult, b: OpResult) -> OpResult:
         achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
-def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule) -> OpResult:
+def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule,
+                       measured_body_ns: float | None = None) -> OpResult:
     """A library's memory-bound kernel at its measured rate (a stack's StreamKernelRule):
     its body is the ideal stream's body over the rule's bandwidth fraction, but never
     shorter than the rule's floor for the op's row length; the launch overhead stays.
-    Both only lengthen the body, so the kernel never beats the ideal stream (nor the
-    roofline)."""
+    With ``measured_body_ns`` (the rule's ``measured_on`` chip's ideal body for the op, per
+    core of this chip: sim.model.engine.run) the fraction applies to that chip's stream, not
+    this one's: the kernel keeps its measured time there per core, and runs at this chip's
+    ideal stream where that is slower.  Every term only lengthens the body, so the kernel
+    never beats the ideal stream (nor the roofline)."""
     launch = chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9 if chip.runtime is not None else 0.0
     body = max(0.0, res.cycles - launch)
     floor = (rule.floor_ns + rule.floor_ns_per_row_element * op.row_elements
              + rule.floor_ns_per_row * op.rows) * chip.clock_hz / 1e9
-    new_body = max(floor, body / rule.bandwidth_fraction)
+    if measured_body_ns is None:
+        limited = body / rule.bandwidth_fraction
+    else:
+        limited = max(body, measured_body_ns * chip.clock_hz / 1e9 / rule.bandwidth_fraction)
+    new_body = max(floor, limited)
     if new_body <= body:
         return res
     cycles = float(math.ceil(new_body + launch - 1e-9))
@@ -268,6 +276,7 @@ def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule) -> OpR
     dram = res.dram_read_bytes + res.dram_write_bytes
     details = dict(res.details, stream_kernel={"bandwidth_fraction": rule.bandwidth_fraction,
                                                "floor_cycles": floor, "ideal_body_cycles": body,
+                                               "measured_on": rule.measured_on or None,
                                                "source": rule.source})
     return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
                                seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,

@@ -28,6 +28,7 @@ from sim.errors import MappingError
 from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOnArray, LoweredOp
 from sim.ir.ops import Attention, Collective, Gemm, VectorOp
 from sim.ir.results import OpResult
+from sim.model.cost.power import at_clock
 from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, gemm_row_work, launch_cycles,
                                       merge_results, stream_kernel_rate)
 from sim.model.engine.collectives import collective_result
@@ -43,6 +44,7 @@ from sim.model.mapper.search import RANK_TIE, search_top
 from sim.model.memory.dram import stream_efficiency
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
+from sim.spec.registry import load_chip
 
 #: candidate mappings whose estimate is within this factor of the best are simulated
 REFINE_WITHIN = 1.25
@@ -239,10 +241,30 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     if len(_CHOSEN_RUNS) > _MEMO_MAX:
         _CHOSEN_RUNS.popitem(last=False)
     if options.stream is not None and isinstance(op, VectorOp) and not ideal:
-        best = stream_kernel_rate(chip, op, best, options.stream)
+        best = stream_kernel_rate(chip, op, best, options.stream, _measured_body_ns(chip, op, options))
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
         best = gemm_row_work(chip, op, best, options.row_work)
     return best
+
+
+def _measured_body_ns(chip: ChipSpec, op: VectorOp, options: Options) -> float | None:
+    """The body (launch excluded, ns) a stream kernel had on the shipped chip its rule was
+    measured on, at this chip's clock and scaled by the ratio of their cores: what the kernel
+    takes at least on any chip (None without such a chip).  A kernel slower than its chip's
+    memory is limited by what each core keeps in flight against the memory's latency (PyTorch's
+    non-vectorized and row-per-block kernels: `stacks/eager_pytorch.yaml`), which a faster or
+    slower HBM does not change: the H100 ran those kernels of an 8B prefill 1.035-1.047x as
+    long as the H200, where a fraction of each chip's own HBM rate gave 1.32-1.40x."""
+    name = options.stream.measured_on
+    if not name:
+        return None
+    ref = at_clock(load_chip(name), chip.clock_mhz)
+    if _chip_key(ref) == _chip_key(chip):
+        return None  # the chip it was measured on: its own stream over the fraction
+    res = simulate_op_at_clock(ref, op, dataclasses.replace(options, stream=None))
+    launch = ref.runtime.op_launch_overhead_ns * ref.clock_hz / 1e9 if ref.runtime is not None else 0.0
+    body_ns = max(0.0, res.cycles - launch) / ref.clock_hz * 1e9
+    return body_ns * ref.cores.count / chip.cores.count
 
 
 #: how many of the best-estimated mappings a huge problem looks through for one whose samples
