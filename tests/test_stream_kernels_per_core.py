@@ -74,3 +74,17 @@ def test_more_hbm_does_not_speed_it_up_but_more_cores_do():
     cores = _silu_seconds(load_chip("h200_sxm", [f"cores.count={2 * base.cores.count}"]))
     assert hbm == pytest.approx(t0, rel=0.01)       # bytes in flight per SM, not the HBM, bound it
     assert cores < 0.6 * t0                          # twice the SMs keep twice the bytes in flight
+
+
+def test_a_stack_naming_an_unknown_measured_chip_is_refused_at_its_line(tmp_path):
+    from sim.errors import ConfigError
+    from sim.spec.stack_catalog import load_stack
+
+    src = (Path(__file__).resolve().parents[1] / "stacks" / "eager_pytorch.yaml").read_text()
+    bad = tmp_path / "eager_pytorch.yaml"
+    bad.write_text(src.replace("stream_kernels_measured_on: h200_sxm", "stream_kernels_measured_on: h200_sx"))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("stream_kernels_measured_on"))
+    with pytest.raises(ConfigError) as err:
+        load_stack(bad)
+    msg = str(err.value)
+    assert f"{bad}:{line}" in msg and "stream_kernels_measured_on" in msg and "h200_sxm" in msg, msg
