@@ -50,7 +50,7 @@ def load_stack(name_or_path: Union[str, Path, StackSpec]) -> StackSpec:
     if spec.name != path.stem:
         raise ConfigError(ConfigProblem(str(path), 1, "name", f"name {spec.name!r} must equal the file name "
                                                               f"{path.stem!r}"))
-    chips = catalog.names("chips")
+    chips = catalog.names("chips") if spec.stream_kernels_measured_on else []
     if spec.stream_kernels_measured_on and spec.stream_kernels_measured_on not in chips:
         close = difflib.get_close_matches(spec.stream_kernels_measured_on, chips, n=1)
         raise ConfigError(ConfigProblem(str(path), line_in(path, ("stream_kernels_measured_on",)),

@@ -17,6 +17,7 @@ Results are memoised per (chip, op, options).  Collectives take the alpha-beta m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections import OrderedDict
 from typing import Any
@@ -247,6 +248,14 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     return best
 
 
+@functools.lru_cache(maxsize=32)
+def _reference_chip(name: str, clock_mhz: float):
+    """(the shipped chip ``name`` at ``clock_mhz``, its memo key): loaded once per clock, not
+    per vector op (a chip file takes ~35 ms to read and check)."""
+    ref = at_clock(load_chip(name), clock_mhz)
+    return ref, _chip_key(ref)
+
+
 def _measured_body_ns(chip: ChipSpec, op: VectorOp, options: Options) -> float | None:
     """The body (launch excluded, ns) a stream kernel had on the shipped chip its rule was
     measured on, at this chip's clock and scaled by the ratio of their cores: what the kernel
@@ -258,8 +267,8 @@ def _measured_body_ns(chip: ChipSpec, op: VectorOp, options: Options) -> float |
     name = options.stream.measured_on
     if not name:
         return None
-    ref = at_clock(load_chip(name), chip.clock_mhz)
-    if _chip_key(ref) == _chip_key(chip):
+    ref, ref_key = _reference_chip(name, chip.clock_mhz)
+    if ref_key == _chip_key(chip):
         return None  # the chip it was measured on: its own stream over the fraction
     res = simulate_op_at_clock(ref, op, dataclasses.replace(options, stream=None))
     launch = ref.runtime.op_launch_overhead_ns * ref.clock_hz / 1e9 if ref.runtime is not None else 0.0
