@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sim.ir.ops import Attention
 from sim.ir.results import OpResult, summed_work
 from sim.model.engine.lower import Options
-from sim.model.engine.simulate import simulate_op
+from sim.model.engine.simulate import simulate_op, simulate_ops
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.varlen_attention import varlen_prefill
 from sim.spec.chip import ChipSpec
@@ -84,20 +84,27 @@ def run_trace(chip: ChipSpec, trace, options: Options | None = None, label: str 
     items = lower_trace(trace, stack_spec)
     groups = _prompt_attention_groups(items, trace) if stack_spec.attention.prefill_varlen else {}
     grouped = {i for g in groups.values() for i in g}
-    it = range(len(items))
+    # every distinct kernel first, several at once (sim.model.engine.simulate.simulate_ops);
+    # the loop below then reads them in trace order
+    questions = [(t.op, t.options(options)) for t in items]
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(it, desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr,
-                  mininterval=0.5 if sys.stderr.isatty() else 10.0)
-    for i in it:
-        t = items[i]
+        bar = tqdm(total=len(set(questions)), desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
+    try:
+        answers = simulate_ops(chip, questions, done=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    for i, t in enumerate(items):
         if i in grouped:
             if i not in groups:     # priced with the first prompt attention of its layer
                 continue
             r, extra = _varlen_result(chip, stack_spec, [items[j] for j in groups[i]], options)
         else:
-            r, extra = simulate_op(chip, t.op, t.options(options)), {}
+            r, extra = answers[i], {}
         rep = t.repeat
         total += r.seconds * rep
         flops += r.flops * rep

@@ -31,7 +31,7 @@ from sim.ir.ops import VectorOp
 from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at_clock, op_power_w
 from sim.model.engine.dvfs import top_clock_mhz
 from sim.model.engine.run import result_mapping_key
-from sim.model.engine.simulate import simulate_op
+from sim.model.engine.simulate import simulate_op, simulate_ops
 from sim.spec.chip import ChipSpec
 
 __all__ = ["HARNESS_TARGET_S", "HARNESS_MAX_REPS", "HARNESS_MIN_REPS", "HARNESS_MIN_REPS_LONG",
@@ -156,7 +156,7 @@ class _Repeat:
 
 
 def _repeat(chip: ChipSpec, kernels: list) -> _Repeat:
-    results = [simulate_op(chip, op, opts) for op, opts in kernels]
+    results = simulate_ops(chip, kernels)
     flush_s, flush_w = _flush(chip)
     return _Repeat(results, flush_s, flush_w, _sleep_s(HARNESS_CHUNK) / HARNESS_CHUNK, chip.power.idle_w)
 

@@ -30,7 +30,7 @@ from sim.apps.validation_cases import Case, read_cases
 from sim.errors import SimError, WorkloadError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.model.engine.lower import Options
-from sim.model.engine.simulate import simulate_op
+from sim.model.engine.simulate import simulate_ops, threads_limited
 from sim.model.stacks import Kernel, chip_stack, kernels, load_stack, lower_trace
 from sim.model.workload.llm import (VECTOR_OPS_PER_ELEMENT, Iteration, Parallelism, Precision, Sequence, Trace,
                                     build_iteration)
@@ -236,8 +236,7 @@ def predict(chip: ChipSpec, case: Case) -> dict[str, Any]:
     total = 0.0
     kernels = 0
     bounds = []
-    for op, opts in ops:
-        r = simulate_op(chip, op, opts)
+    for r in simulate_ops(chip, ops):
         total += r.seconds
         kernels += 1 + (1 if "second_kernel" in r.details else 0)
         bounds.append(r.bound)
@@ -275,7 +274,8 @@ def _worker_init(chip: ChipSpec) -> None:
 
 
 def _worker_predict(c: Case) -> dict[str, Any]:
-    return _predict_row(_WORKER_CHIP, c)
+    with threads_limited(1):  # (the pool keeps every CPU busy already)
+        return _predict_row(_WORKER_CHIP, c)
 
 
 def _json_value(v):

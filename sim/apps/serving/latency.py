@@ -67,7 +67,7 @@ from pathlib import Path
 from sim.apps.serving.cost import ZERO, Cost, bracket, lerp, pow2_grid, token_grid
 from sim.ir.ops import Attention, Copy
 from sim.model.engine.lower import Options
-from sim.model.engine.simulate import simulate_op
+from sim.model.engine.simulate import simulate_op, simulate_ops
 from sim.model.stacks import chip_stack, lower_trace
 from sim.model.varlen_attention import split_decode, varlen_prefill
 from sim.model.workload.llm import Iteration, Parallelism, Precision, Sequence, build_iteration
@@ -184,10 +184,9 @@ class LatencyModel:
         """The kernels the chip's software stack launches for ``trace`` (the lowering
         :func:`sim.apps.iteration.run_trace` uses), those ``want`` keeps, summed."""
         s = e = f = b = n = calls = masked = dec = 0.0
-        for k in lower_trace(trace, self.stack):
-            if not want(k):
-                continue
-            r = simulate_op(self._chip_now, k.op, k.options(self.options))
+        wanted = [k for k in lower_trace(trace, self.stack) if want(k)]
+        answers = simulate_ops(self._chip_now, [(k.op, k.options(self.options)) for k in wanted])
+        for k, r in zip(wanted, answers):
             s += r.seconds * k.repeat
             e += r.energy_pj * k.repeat
             f += r.flops * k.repeat

@@ -112,7 +112,8 @@ def _run_pool(tasks: list[dict], jobs: int, add: Callable[[dict], None]) -> None
     unfinished points are retried in a new pool; after a second break they run one at a
     time, so that only the point that kills its worker is recorded as failed."""
     ctx = _mp_context()
-    pending = {t["hash"]: t for t in tasks}
+    # one thread per point: the pool keeps every CPU busy already
+    pending = {t["hash"]: dict(t, threads=1) for t in tasks}
     breaks = 0
     while pending:
         isolate = breaks >= 2
@@ -203,6 +204,7 @@ def _run_dask(tasks: list[dict], scheduler: str, jobs: int, add: Callable[[dict]
 
     client, cluster = _connect_dask(scheduler, jobs, timeout)
     try:
+        tasks = [dict(t, threads=1) for t in tasks]  # (each worker keeps its CPUs busy already)
         futs = client.map(evaluate_point, tasks, key=[f"sim-point-{t['hash']}" for t in tasks], pure=False)
         owner = {f.key: t["hash"] for f, t in zip(futs, tasks)}
         for f in d_as_completed(futs):

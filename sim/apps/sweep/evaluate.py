@@ -20,6 +20,7 @@ from sim.apps.sweep.spec import SERVING_METRICS, LengthSpec
 from sim.errors import SimError
 from sim.model.cost.energy import area_report, design_point_metrics, op_design_metrics
 from sim.model.engine.lower import Options
+from sim.model.engine.simulate import threads_limited
 from sim.spec.chip import ChipSpec
 from sim.spec.model_spec import ModelSpec
 
@@ -128,7 +129,14 @@ def _gemm(chip: ChipSpec, wl: dict) -> dict[str, float]:
 def evaluate_point(task: dict) -> dict:
     """Simulate one point.  ``task``: ``{"hash", "chip": resolved chip dict, "workload":
     workload fields, "model": resolved model dict or None}``.  Returns ``{"hash", "error",
-    metric: float, ...}`` (``error`` None on success)."""
+    metric: float, ...}`` (``error`` None on success).  ``task["threads"]`` (optional) caps the
+    threads the point's ops are simulated on (:func:`~sim.model.engine.simulate.threads_limited`:
+    1 in a process pool's or a Dask cluster's workers)."""
+    with threads_limited(task.get("threads")):
+        return _evaluate(task)
+
+
+def _evaluate(task: dict) -> dict:
     row: dict[str, Any] = {"hash": task["hash"], "error": None}
     try:
         chip = ChipSpec.model_validate(task["chip"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ import sim.model.kernels.engine as K
 import sim.model.kernels.probe as KP
 from sim.ir.lowered import TileProblem
 from sim.model.engine.arrays import kernel_arrays
+from sim.model.engine.memo import Memo
 from sim.model.kernels.io import KernelOutputs, ProbeSamples
 from sim.model.mapper.search import Mapping
 from sim.model.memory.dram import dram_params
@@ -59,8 +59,7 @@ class EngineStall(RuntimeError):
 #: engine runs remembered by the exact numbers the kernel reads (see run_kernel): a
 #: KernelRun, or a probed run's samples as stored (run_kernel_probed; its digest covers
 #: the probes too, so the two kinds never share a key)
-_RUN_CACHE: "OrderedDict[bytes, KernelRun | dict]" = OrderedDict()
-_RUN_CACHE_SIZE = 2048
+_RUN_CACHE: "Memo[KernelRun | dict]" = Memo(2048)
 
 
 def clear() -> None:
@@ -117,7 +116,6 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
     key = _digest((*inputs, p))
     hit = _RUN_CACHE.get(key)
     if hit is not None:
-        _RUN_CACHE.move_to_end(key)
         return hit.copy()
     stored = run_cache.load(key)  # another process (or an earlier run) may have simulated it
     if stored is not None:
@@ -135,14 +133,8 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
                         geo=inputs.geo, ranges=inputs.ranges)
         run_cache.store(key, {"stats": run.stats, "hist": run.hist, "makespan": run.makespan,
                               "dram_stats": run.dram_stats, "P": run.P, "geo": run.geo, "ranges": run.ranges})
-    _remember(key, run)
+    _RUN_CACHE.put(key, run)
     return run.copy()
-
-
-def _remember(key: bytes, run) -> None:
-    _RUN_CACHE[key] = run
-    if len(_RUN_CACHE) > _RUN_CACHE_SIZE:
-        _RUN_CACHE.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -178,9 +170,7 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
         pr[i, KP.PR_ROUNDS] = q.rounds or 0
     key = _digest((*inputs, p, pr))
     found = _RUN_CACHE.get(key)
-    if found is not None:
-        _RUN_CACHE.move_to_end(key)
-    else:
+    if found is None:
         stored = run_cache.load(key)
         if stored is not None:
             found = stored
@@ -197,7 +187,7 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
                      "stats": samples.stats[:taken], "hist": samples.hist[:taken],
                      "makespan": samples.makespan[:taken], "dram_stats": samples.dram_stats[:taken]}
             run_cache.store(key, found)
-        _remember(key, found)
+        _RUN_CACHE.put(key, found)
     out = {}
     for i, tiles in enumerate(found["tiles"]):
         geo = found["geo"].copy()

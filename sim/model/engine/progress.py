@@ -11,6 +11,7 @@ call is a no-op check of an empty list.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -33,7 +34,16 @@ class EngineProgress:
 
 
 _listeners: list[Callable[[EngineProgress], None]] = []
-_state = {"op": "", "candidate": 0, "candidates": 0, "tile": "", "runs": 0}
+#: what each thread is simulating (threads simulate distinct ops at once:
+#: sim.model.engine.simulate.simulate_ops)
+_local = threading.local()
+
+
+def _state() -> dict:
+    state = getattr(_local, "state", None)
+    if state is None:
+        state = _local.state = {"op": "", "candidate": 0, "candidates": 0, "tile": "", "runs": 0}
+    return state
 
 
 @contextlib.contextmanager
@@ -56,21 +66,22 @@ def active() -> bool:
 def op_started(op: str) -> None:
     """The engine starts on ``op``: its count of engine runs starts at 0."""
     if _listeners:
-        _state.update(op=op, candidate=0, candidates=0, tile="", runs=0)
+        _state().update(op=op, candidate=0, candidates=0, tile="", runs=0)
 
 
 def candidate_started(op: str, index: int, count: int, tile: str) -> None:
     """The engine starts simulating candidate ``index`` (0-based) of ``count`` for ``op``."""
     if _listeners:
-        _state.update(op=op, candidate=index + 1, candidates=count, tile=tile)
+        _state().update(op=op, candidate=index + 1, candidates=count, tile=tile)
 
 
 def engine_run_started(what: str) -> None:
     """An engine run starts (not a cache hit): ``what`` says its size."""
     if not _listeners:
         return
-    _state["runs"] += 1
-    event = EngineProgress(op=_state["op"], candidate=_state["candidate"], candidates=_state["candidates"],
-                           tile=_state["tile"], engine_runs=_state["runs"], last_run=what)
+    state = _state()
+    state["runs"] += 1
+    event = EngineProgress(op=state["op"], candidate=state["candidate"], candidates=state["candidates"],
+                           tile=state["tile"], engine_runs=state["runs"], last_run=what)
     for callback in list(_listeners):
         callback(event)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections import OrderedDict
 from typing import Any
 
 import sim.model.engine.kernel_run as kernel_run
@@ -36,6 +35,7 @@ from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, is_huge, sample_work, too_costly,
                                           unsteady_and_affordable)
 from sim.model.engine.kernel_run import run_kernel
+from sim.model.engine.memo import Memo
 from sim.model.dataflow import get_dataflow
 from sim.model.engine.lower import (FIDELITY, RS_ROW_LENGTH_CYCLE_TOLERANCE, RS_ROW_LENGTHS, Options,
                                     blocks_sharing_cores, lower_op, memory_budget)
@@ -49,8 +49,7 @@ from sim.spec.registry import load_chip
 
 #: candidate mappings whose estimate is within this factor of the best are simulated
 REFINE_WITHIN = 1.25
-_MEMO: "OrderedDict[Any, OpResult]" = OrderedDict()
-_MEMO_MAX = 4096
+_MEMO: "Memo[OpResult]" = Memo(4096)
 #: an engine run whose makespan is within this fraction of its busiest core's compute cycles
 #: is compute-bound, and stands for the same mapping's run at any lower clock: its compute
 #: cycles (array steps) do not depend on the clock, while DRAM transfers and every latency
@@ -69,7 +68,7 @@ CLOCK_SHARE_TOLERANCE = 0.01
 PRUNE_MARGIN = 0.005
 #: the engine run of the candidate each simulated op kept, by the op's memo key:
 #: (mapping_key, KernelRun); what a lower clock's run may reuse
-_CHOSEN_RUNS: "OrderedDict[Any, tuple[tuple, kernel_run.KernelRun]]" = OrderedDict()
+_CHOSEN_RUNS: "Memo[tuple[tuple, kernel_run.KernelRun]]" = Memo(4096)
 
 
 def clear_cache() -> None:
@@ -91,12 +90,9 @@ def memoised(chip: ChipSpec, op, options: Options, compute) -> OpResult:
     key = (_chip_key(chip), op, options)
     hit = _MEMO.get(key)
     if hit is not None:
-        _MEMO.move_to_end(key)
         return hit
     res = compute()
-    _MEMO[key] = res
-    if len(_MEMO) > _MEMO_MAX:
-        _MEMO.popitem(last=False)
+    _MEMO.put(key, res)
     return res
 
 
@@ -238,9 +234,7 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
         if best is None or res.seconds < best.seconds:
             best = res
     best, chosen = _best_in_full(chip, op, options, lowered, ran)
-    _CHOSEN_RUNS[(_chip_key(chip), op, options)] = chosen
-    if len(_CHOSEN_RUNS) > _MEMO_MAX:
-        _CHOSEN_RUNS.popitem(last=False)
+    _CHOSEN_RUNS.put((_chip_key(chip), op, options), chosen)
     if options.stream is not None and isinstance(op, VectorOp) and not ideal:
         best = stream_kernel_rate(chip, op, best, options.stream, _measured_body_ns(chip, op, options))
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
@@ -365,9 +359,11 @@ def _reference_run(chip: ChipSpec, op, options: Options) -> tuple[tuple, kernel_
     ref_chip = chip.model_copy(update={"clock_mhz": float(ref_mhz)})
     ref_options = dataclasses.replace(options, mapping_of=None, reference_clock_mhz=None)
     memo_key = (_chip_key(ref_chip), op, ref_options)
-    if memo_key not in _CHOSEN_RUNS:
+    chosen = _CHOSEN_RUNS.get(memo_key)
+    while chosen is None:  # (another thread may evict it between the two steps: ask again)
         _simulate_tiled(ref_chip, op, ref_options)
-    key, run = _CHOSEN_RUNS[memo_key]
+        chosen = _CHOSEN_RUNS.get(memo_key)
+    key, run = chosen
     if key != options.mapping_of or not len(run.stats):
         return None
     compute_cycles = float(run.stats[:, K.S_COMPUTE].max())

@@ -1,0 +1,119 @@
+"""Distinct ops simulated on several threads at once (sim.model.engine.simulate.simulate_ops):
+the same answers as one thread, in any order; the thread count is the user's to set."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import sim
+from sim.apps.iteration import run_trace
+from sim.ir.ops import Gemm, VectorOp
+from sim.model.engine import run as R
+from sim.model.engine.lower import Options
+from sim.model.engine.memo import Memo
+from sim.model.engine.simulate import simulate_ops, threads, threads_limited
+from sim.model.workload.iteration import Sequence
+from sim.model.workload.llm import build_iteration
+from sim.model.workload.models import load_model_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+_FIELDS = ("seconds", "cycles", "compute_cycles", "stall_cycles", "dram_read_bytes", "dram_write_bytes", "energy_pj")
+
+
+@pytest.fixture
+def cold(monkeypatch):
+    """No run remembered in memory or on disk: every answer below is simulated."""
+    monkeypatch.setenv("SIM_NO_CACHE", "1")
+    R.clear_cache()
+    yield
+    R.clear_cache()
+
+
+def _ops():
+    return [(Gemm("qkv", m=512, n=1536, k=1024), Options()),
+            (Gemm("up", m=256, n=4096, k=1024), Options()),
+            (Gemm("down", m=256, n=1024, k=2048), Options()),
+            (VectorOp("silu", "silu", elements=256 * 2048, ops_per_element=4.0, read_bytes=2 * 256 * 2048,
+                      write_bytes=2 * 256 * 2048), Options()),
+            (Gemm("qkv", m=512, n=1536, k=1024), Options()),   # a repeat: one simulation, one answer
+            (Gemm("up", m=256, n=4096, k=1024), Options(dataflow="os"))]
+
+
+def test_threads_give_the_answers_of_one_thread_in_the_order_asked(cold):
+    chip = sim.load_chip("npu_128x128")
+    one = simulate_ops(chip, _ops(), workers=1)
+    R.clear_cache()
+    four = simulate_ops(chip, _ops(), workers=4)
+    assert [r.name for r in four] == [op.name for op, _ in _ops()]
+    for a, b in zip(one, four):
+        assert {k: getattr(a, k) for k in _FIELDS} == {k: getattr(b, k) for k in _FIELDS}
+        assert a.mapping == b.mapping
+    assert four[0] is four[4], "a repeated question is answered once"
+
+
+def test_a_whole_iteration_is_identical_on_one_thread_and_on_two(cold):
+    """A Llama-3-8B-class prefill on the H200 (DVFS on: every op tries several clocks and
+    reuses its top clock's run, so the threads share memos) gives every row bit for bit."""
+    chip = sim.load_chip("h200_sxm")
+    spec = load_model_spec("llama3-8b")
+    trace = build_iteration(spec, [Sequence(256, 0)])
+    with threads_limited(1):
+        one = run_trace(chip, trace)
+    R.clear_cache()
+    with threads_limited(2):
+        two = run_trace(chip, trace)
+    assert one.seconds == two.seconds and one.energy_j == two.energy_j
+    assert one.ops == two.ops
+
+
+def test_the_thread_count_follows_the_limit_then_the_environment(monkeypatch):
+    monkeypatch.setenv("SIM_THREADS", "3")
+    assert threads() == 3
+    with threads_limited(1):
+        assert threads() == 1
+        with threads_limited(None):
+            assert threads() == 3
+    monkeypatch.delenv("SIM_THREADS")
+    assert threads() == len(os.sched_getaffinity(0))
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("SIM_THREADS", bad)
+        with pytest.raises(sim.SimError, match="SIM_THREADS"):
+            threads()
+
+
+def test_a_bad_thread_count_is_one_clear_message_and_exit_2():
+    env = dict(os.environ, SIM_THREADS="many")
+    p = subprocess.run([sys.executable, "-m", "sim", "run", "npu_128x128", "llama3-8b", "--phase", "prefill",
+                        "--prompt-len", "128"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert "SIM_THREADS='many'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_memo_stays_consistent_under_threads():
+    """Four threads reading, adding and evicting at once: no lost update raises, the bound holds."""
+    memo: Memo[int] = Memo(64)
+    errors = []
+
+    def hammer(seed: int) -> None:
+        try:
+            for i in range(20000):
+                key = (seed * 7919 + i * 104729) % 257
+                got = memo.get(key)
+                assert got is None or got == key * 2
+                memo.put(key, key * 2)
+        except Exception as exc:  # pragma: no cover - the failure being tested for
+            errors.append(exc)
+
+    workers = [threading.Thread(target=hammer, args=(s,)) for s in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors
+    assert len(memo) <= 64
