@@ -117,3 +117,15 @@ def test_the_memo_stays_consistent_under_threads():
         w.join()
     assert not errors
     assert len(memo) <= 64
+
+
+def test_a_generation_is_identical_on_one_thread_and_on_two(cold):
+    """A generation simulates its prefill's and sampled decode steps' kernels together first
+    (sim.apps.iteration.simulate_traces): every figure of the result is unchanged."""
+    kw = dict(phase="generate", batch=2, prompt_len=256, new_tokens=40)
+    with threads_limited(1):
+        one = sim.run_llm("h200_sxm", "tiny", **kw).to_dict()
+    R.clear_cache()
+    with threads_limited(2):
+        two = sim.run_llm("h200_sxm", "tiny", **kw).to_dict()
+    assert one == two

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sim.apps.iteration import IterationResult, run_trace
+from sim.apps.iteration import IterationResult, run_trace, simulate_traces
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
 from sim.errors import MappingError, WorkloadError
 from sim.model.engine.lower import Options
@@ -143,6 +143,8 @@ def run_llm(chip: ChipSpec | str, model, *, phase: str = "generate", batch: int 
 
     sample_at = _decode_sample_steps(new_tokens) if phase == "generate" else []
     first, *decode_steps = phase_iterations(phase, batch, prompt_len, context_len, draft_tokens, sample_at)
+    if decode_steps:
+        iterations.prefetch([first, *decode_steps], progress)
     res = iterations.run(first)
     if phase == "prefill":
         return _single(head, res, _phase(res, batch * prompt_len), tokens_processed=batch * prompt_len,
@@ -203,10 +205,18 @@ class _Iterations:
     stack: StackSpec
     progress: bool
 
+    def trace(self, iteration: Iteration):
+        return build_iteration(self.spec, iteration, precision=self.precision, attention=self.attention,
+                               parallel=self.parallel)
+
+    def prefetch(self, iterations: list[Iteration], progress: bool) -> None:
+        """Simulate the distinct kernels of all ``iterations`` at once (several threads), so
+        that :meth:`run` finds them memoised."""
+        simulate_traces(self.chip, [self.trace(it) for it in iterations], self.options, self.stack, progress)
+
     def run(self, iteration: Iteration) -> IterationResult:
         label = iteration.label
-        trace = build_iteration(self.spec, iteration, precision=self.precision,
-                                attention=self.attention, parallel=self.parallel)
+        trace = self.trace(iteration)
         res = run_trace(self.chip, trace, self.options, label=label, dtype=self.dtype, progress=self.progress,
                         stack=self.stack)
         for row in res.ops:  # which phase of the run a kernel belongs to (a generate run lists both)

@@ -17,7 +17,7 @@ from sim.model.varlen_attention import varlen_prefill
 from sim.spec.chip import ChipSpec
 from sim.spec.stack_spec import StackSpec
 
-__all__ = ["IterationResult", "run_trace"]
+__all__ = ["IterationResult", "run_trace", "simulate_traces"]
 
 
 @dataclass
@@ -86,7 +86,7 @@ def run_trace(chip: ChipSpec, trace, options: Options | None = None, label: str 
     grouped = {i for g in groups.values() for i in g}
     # every distinct kernel first, several at once (sim.model.engine.simulate.simulate_ops);
     # the loop below then reads them in trace order
-    questions = [(t.op, t.options(options)) for t in items]
+    questions = _questions(items, options)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -136,6 +136,33 @@ def run_trace(chip: ChipSpec, trace, options: Options | None = None, label: str 
                            energy_j=energy * 1e-12 * (chips if chips > 1 else 1), ops=rows, chips=chips,
                            peak_flops=chip.dtype_peak_flops(dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
                            energy_components_j={k: v * scale for k, v in comps.items()})
+
+
+def _questions(items, options: Options) -> list[tuple]:
+    """(op, options) of each lowered kernel: what :func:`simulate_op` is asked for it."""
+    return [(t.op, t.options(options)) for t in items]
+
+
+def simulate_traces(chip: ChipSpec, traces, options: Options | None = None, stack=None, progress: bool = False,
+                    label: str = "kernels") -> None:
+    """Simulate every distinct kernel of ``traces`` at once, on several threads
+    (:func:`~sim.model.engine.simulate.simulate_ops`), so that :func:`run_trace` on each
+    then finds them memoised: a generation's prefill and sampled decode steps share one pool
+    instead of one per step."""
+    options = options or Options()
+    stack_spec = chip_stack(chip, stack)
+    questions = list(dict.fromkeys(q for trace in traces for q in _questions(lower_trace(trace, stack_spec), options)))
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(questions), desc=label, unit="kernel", leave=False, file=sys.stderr,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
+    try:
+        simulate_ops(chip, questions, done=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _prompt_attention_groups(items, trace) -> dict[int, list[int]]:
