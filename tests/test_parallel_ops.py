@@ -129,3 +129,20 @@ def test_a_generation_is_identical_on_one_thread_and_on_two(cold):
     with threads_limited(2):
         two = sim.run_llm("h200_sxm", "tiny", **kw).to_dict()
     assert one == two
+
+
+@pytest.mark.parametrize("chip_name,m,n,k", [("h200_sxm", 1024, 4096, 4096), ("h100_sxm", 128, 28672, 8192),
+                                            ("npu_128x128", 512, 2048, 1024), ("h200_sxm", 96, 12288, 4096)])
+def test_candidates_raced_at_once_give_the_one_thread_answer(cold, chip_name, m, n, k):
+    """An op's candidate mappings simulated at once (sim.model.engine.run: the first alone, the
+    rest together, then those the one-at-a-time walk skips dropped again) win with the same
+    mapping and the same figures as one candidate after another."""
+    chip = sim.load_chip(chip_name)
+    op = Gemm("g", m=m, n=n, k=k)
+    with threads_limited(1):
+        one = R.simulate_op_at_clock(chip, op, Options())
+    R.clear_cache()
+    with threads_limited(3):
+        three = R.simulate_op_at_clock(chip, op, Options())
+    assert {f: getattr(one, f) for f in _FIELDS} == {f: getattr(three, f) for f in _FIELDS}
+    assert one.mapping == three.mapping

@@ -39,11 +39,32 @@ _listeners: list[Callable[[EngineProgress], None]] = []
 _local = threading.local()
 
 
+_lock = threading.RLock()  # an op's candidates may run on several threads: one count, events in order
+
+
 def _state() -> dict:
     state = getattr(_local, "state", None)
     if state is None:
         state = _local.state = {"op": "", "candidate": 0, "candidates": 0, "tile": "", "runs": 0}
     return state
+
+
+def current() -> dict:
+    """This thread's progress state: hand it to :func:`shared` in a thread that works on the
+    same op (sim.model.engine.run simulates an op's candidates at once)."""
+    return _state()
+
+
+@contextlib.contextmanager
+def shared(state: dict) -> Iterator[None]:
+    """Within the block this thread reports into ``state`` (another thread's :func:`current`):
+    the op's engine runs are counted once, whichever thread starts them."""
+    before = getattr(_local, "state", None)
+    _local.state = state
+    try:
+        yield
+    finally:
+        _local.state = before
 
 
 @contextlib.contextmanager
@@ -80,8 +101,9 @@ def engine_run_started(what: str) -> None:
     if not _listeners:
         return
     state = _state()
-    state["runs"] += 1
-    event = EngineProgress(op=state["op"], candidate=state["candidate"], candidates=state["candidates"],
-                           tile=state["tile"], engine_runs=state["runs"], last_run=what)
-    for callback in list(_listeners):
-        callback(event)
+    with _lock:
+        state["runs"] += 1
+        event = EngineProgress(op=state["op"], candidate=state["candidate"], candidates=state["candidates"],
+                               tile=state["tile"], engine_runs=state["runs"], last_run=what)
+        for callback in list(_listeners):
+            callback(event)

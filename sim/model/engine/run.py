@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import sim.model.engine.kernel_run as kernel_run
@@ -36,6 +37,7 @@ from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, 
                                           unsteady_and_affordable)
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.memo import Memo
+from sim.model.engine.threads import threads as candidate_threads
 from sim.model.dataflow import get_dataflow
 from sim.model.engine.lower import (FIDELITY, RS_ROW_LENGTH_CYCLE_TOLERANCE, RS_ROW_LENGTHS, Options,
                                     blocks_sharing_cores, lower_op, memory_budget)
@@ -203,21 +205,24 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
         cands = cands[:large]
     shared = _reference_run(chip, op, options)
     progress.op_started(op.name)
-    best = None
-    ran = []  # (result, (key, kernel run), (problem, mapping, split, plan)) of each candidate simulated
-    for index, (est, p, mapping, split) in enumerate(cands):
+    extra = {}  # what the result's mapping says besides the candidate's own split
+    if too_costly_skipped:
+        extra["candidates_too_costly_to_sample"] = too_costly_skipped
+    if prob.resident:
+        extra["activations_on_chip"] = list(prob.resident)
+
+    def floor_seconds(p, mapping) -> float:
+        """The candidate's array work alone (0 where it has no compute floor: never ruled out)."""
+        floor = compute_floor_cycles(p, mapping)
+        return 0.0 if floor is None else (floor + launch_cycles(chip, lowered)) / chip.clock_hz
+
+    def simulate(index: int, p, mapping, split: int) -> tuple:
+        """(result, (key, kernel run), (problem, mapping, split, plan)) of one candidate."""
         if progress.active():
             progress.candidate_started(op.name, index, len(cands), _tile_words(mapping, split))
         mapping = dataclasses.replace(mapping, compute=dict(lowered.compute_info(), split_k=split,
-                                                            candidates_simulated=len(cands)))
-        if too_costly_skipped:
-            mapping.compute["candidates_too_costly_to_sample"] = too_costly_skipped
-        if prob.resident:
-            mapping.compute["activations_on_chip"] = list(prob.resident)
+                                                            candidates_simulated=len(cands), **extra))
         key = mapping_key(mapping, split)
-        floor = compute_floor_cycles(p, mapping) if best is not None else None
-        if floor is not None and (floor + launch_cycles(chip, lowered)) / chip.clock_hz > best.seconds * (1 + PRUNE_MARGIN):
-            continue  # its array work alone takes longer than the best candidate's whole run: it cannot win
         plan = None
         if shared is not None and key == shared[0]:
             # the reference clock's run, said in the result's mapping
@@ -230,9 +235,37 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
             if run is None:
                 run = run_kernel(chip, p, mapping, ideal)
         res, kernel = _candidate_result(chip, op, options, lowered, p, mapping, split, run, plan)
-        ran.append((res, (key, kernel), (p, mapping, split, plan)))
-        if best is None or res.seconds < best.seconds:
-            best = res
+        return res, (key, kernel), (p, mapping, split, plan)
+
+    # a candidate whose array work alone takes longer than the best candidate simulated
+    # before it (in estimate order) cannot win and is not simulated.  With several threads the
+    # first candidate runs alone, the rest at once (those the first one already rules out
+    # skipped); then every one the one-at-a-time walk would have skipped is dropped again,
+    # so the candidates raced are exactly the walk's
+    first = simulate(0, *cands[0][1:])
+    rest = list(enumerate(cands))[1:]
+    done = {0: first}
+    if len(rest) > 1 and candidate_threads() > 1:
+        live = [(i, c) for i, c in rest if floor_seconds(c[1], c[2]) <= first[0].seconds * (1 + PRUNE_MARGIN)]
+        state = progress.current()
+
+        def simulate_reporting(index: int, p, mapping, split: int) -> tuple:
+            with progress.shared(state):  # (the op's engine runs counted once)
+                return simulate(index, p, mapping, split)
+
+        with ThreadPoolExecutor(max_workers=min(candidate_threads(), len(live)) or 1,
+                                thread_name_prefix="sim-candidate") as pool:
+            futures = {i: pool.submit(simulate_reporting, i, *c[1:]) for i, c in live}
+            done.update({i: f.result() for i, f in futures.items()})
+    best = first[0]
+    ran = [first]  # (result, (key, kernel run), (problem, mapping, split, plan)) of each candidate simulated
+    for index, (est, p, mapping, split) in rest:
+        if floor_seconds(p, mapping) > best.seconds * (1 + PRUNE_MARGIN):
+            continue  # its array work alone takes longer than the best candidate's whole run: it cannot win
+        got = done.get(index) or simulate(index, p, mapping, split)
+        ran.append(got)
+        if got[0].seconds < best.seconds:
+            best = got[0]
     best, chosen = _best_in_full(chip, op, options, lowered, ran)
     _CHOSEN_RUNS.put((_chip_key(chip), op, options), chosen)
     if options.stream is not None and isinstance(op, VectorOp) and not ideal:

@@ -10,39 +10,18 @@ options, so the answers are those of one thread in any order).
 """
 from __future__ import annotations
 
-import contextlib
-import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextvars import ContextVar
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
-from sim.errors import SimError
 from sim.ir.ops import Collective
 from sim.ir.results import OpResult
 from sim.model.engine.dvfs import simulate_op_dvfs
 from sim.model.engine.lower import Options
 from sim.model.engine.run import memoised, simulate_op_at_clock
+from sim.model.engine.threads import THREADS_ENV, threads, threads_limited
 from sim.spec.chip import ChipSpec
 
-__all__ = ["simulate_op", "simulate_ops", "threads", "threads_limited"]
-
-#: the environment variable that sets how many threads :func:`simulate_ops` uses (default:
-#: the CPUs this process may run on)
-THREADS_ENV = "SIM_THREADS"
-#: a caller's own limit (:func:`threads_limited`), before ``SIM_THREADS``
-_LIMIT: ContextVar[int | None] = ContextVar("sim_threads_limit", default=None)
-
-
-@contextlib.contextmanager
-def threads_limited(n: int | None) -> Iterator[None]:
-    """Within the block, :func:`simulate_ops` uses at most ``n`` threads (None: no limit).  A
-    worker of a process pool or a Dask cluster (sweep points, ``sim validate -j`` cases) runs
-    with 1: its pool already keeps every CPU busy."""
-    token = _LIMIT.set(None if n is None else max(1, int(n)))
-    try:
-        yield
-    finally:
-        _LIMIT.reset(token)
+__all__ = ["simulate_op", "simulate_ops", "threads", "threads_limited", "THREADS_ENV"]
 
 
 def simulate_op(chip: ChipSpec, op, options: Options | None = None) -> OpResult:
@@ -51,27 +30,6 @@ def simulate_op(chip: ChipSpec, op, options: Options | None = None) -> OpResult:
     if not isinstance(op, Collective) and getattr(chip, "power", None) is not None and chip.power.dvfs:
         return memoised(chip, op, options, lambda: simulate_op_dvfs(chip, op, options))
     return simulate_op_at_clock(chip, op, options)
-
-
-def threads() -> int:
-    """How many threads :func:`simulate_ops` uses: a :func:`threads_limited` limit, else
-    ``SIM_THREADS`` when set, else the CPUs this process may run on."""
-    limit = _LIMIT.get()
-    if limit is not None:
-        return limit
-    value = os.environ.get(THREADS_ENV, "").strip()
-    if value:
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise SimError(f"environment variable {THREADS_ENV}={value!r}: expected a whole number of threads >= 1")
-        return n
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # (not on Linux)
-        return max(1, os.cpu_count() or 1)
 
 
 def _work(op) -> float:
