@@ -9,6 +9,8 @@ Each is checked against the simulator with the shortcut turned off, and the floo
 full (never extrapolated) engine runs."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import sim.model.engine.extrapolate as extrapolate
@@ -22,10 +24,12 @@ from sim.model.engine.assemble import compute_floor_cycles
 def engine_runs(monkeypatch, no_cache):
     """How many times the compiled engine ran (plain and probed runs)."""
     count = [0]
+    lock = threading.Lock()  # (an op's candidates run on several threads)
 
     def counted(fn):
         def wrapper(*args):
-            count[0] += 1
+            with lock:
+                count[0] += 1
             return fn(*args)
         return wrapper
 

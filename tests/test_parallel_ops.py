@@ -146,3 +146,35 @@ def test_candidates_raced_at_once_give_the_one_thread_answer(cold, chip_name, m,
         three = R.simulate_op_at_clock(chip, op, Options())
     assert {f: getattr(one, f) for f in _FIELDS} == {f: getattr(three, f) for f in _FIELDS}
     assert one.mapping == three.mapping
+
+
+def test_a_key_asked_by_several_threads_at_once_is_computed_once():
+    """Memo.get_or_compute: the threads that miss a key another is computing wait for its
+    answer; a thread asking again for the key it computes does not wait for itself; a failed
+    computation lets a waiting thread compute it."""
+    memo: Memo[str] = Memo(8)
+    calls = []
+    release = threading.Event()
+
+    def slow() -> str:
+        calls.append(threading.get_ident())
+        release.wait(5)
+        return "answer"
+
+    got = []
+    workers = [threading.Thread(target=lambda: got.append(memo.get_or_compute("k", slow))) for _ in range(4)]
+    for w in workers:
+        w.start()
+    release.set()
+    for w in workers:
+        w.join()
+    assert got == ["answer"] * 4 and len(calls) == 1
+
+    assert memo.get_or_compute("outer", lambda: memo.get_or_compute("outer", lambda: "inner")) == "inner"
+
+    def fails() -> str:
+        raise RuntimeError("engine stopped")
+
+    with pytest.raises(RuntimeError):
+        memo.get_or_compute("bad", fails)
+    assert memo.get_or_compute("bad", lambda: "second try") == "second try"

@@ -114,13 +114,11 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
     P = inputs.P
     params, p = _dram_params(chip.memory.dram)
     key = _digest((*inputs, p))
-    hit = _RUN_CACHE.get(key)
-    if hit is not None:
-        return hit.copy()
-    stored = run_cache.load(key)  # another process (or an earlier run) may have simulated it
-    if stored is not None:
-        run = KernelRun(**stored)
-    else:
+
+    def simulate() -> KernelRun:
+        stored = run_cache.load(key)  # another process (or an earlier run) may have simulated it
+        if stored is not None:
+            return KernelRun(**stored)
         if progress.active():
             progress.engine_run_started(_run_size(prob, tile_limit))
         state = params.new_state()
@@ -133,8 +131,9 @@ def run_kernel(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool,
                         geo=inputs.geo, ranges=inputs.ranges)
         run_cache.store(key, {"stats": run.stats, "hist": run.hist, "makespan": run.makespan,
                               "dram_stats": run.dram_stats, "P": run.P, "geo": run.geo, "ranges": run.ranges})
-    _RUN_CACHE.put(key, run)
-    return run.copy()
+        return run
+
+    return _RUN_CACHE.get_or_compute(key, simulate).copy()
 
 
 @dataclass(frozen=True)
@@ -169,25 +168,26 @@ def run_kernel_probed(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal
         pr[i, KP.PR_CHECK] = q.rounds is not None
         pr[i, KP.PR_ROUNDS] = q.rounds or 0
     key = _digest((*inputs, p, pr))
-    found = _RUN_CACHE.get(key)
-    if found is None:
+
+    def simulate() -> dict:
         stored = run_cache.load(key)
         if stored is not None:
-            found = stored
-        else:
-            if progress.active():
-                progress.engine_run_started(_run_size(prob, tiles[-1] if tiles else 0)
-                                            + f", {len(tiles)} samples drained from it")
-            state = params.new_state()
-            samples = ProbeSamples.zeros(len(pr), P, len(state[-1]))
-            taken = int(KP.run_tiled_probed(inputs, p, state, pr, samples))
-            if samples.out_time[0] < 0.0:
-                _raise_stall(prob, mapping, samples.out_time[0])
-            found = {"P": P, "geo": inputs.geo, "ranges": inputs.ranges, "tiles": pr[:taken, 0],
-                     "stats": samples.stats[:taken], "hist": samples.hist[:taken],
-                     "makespan": samples.makespan[:taken], "dram_stats": samples.dram_stats[:taken]}
-            run_cache.store(key, found)
-        _RUN_CACHE.put(key, found)
+            return stored
+        if progress.active():
+            progress.engine_run_started(_run_size(prob, tiles[-1] if tiles else 0)
+                                        + f", {len(tiles)} samples drained from it")
+        state = params.new_state()
+        samples = ProbeSamples.zeros(len(pr), P, len(state[-1]))
+        taken = int(KP.run_tiled_probed(inputs, p, state, pr, samples))
+        if samples.out_time[0] < 0.0:
+            _raise_stall(prob, mapping, samples.out_time[0])
+        found = {"P": P, "geo": inputs.geo, "ranges": inputs.ranges, "tiles": pr[:taken, 0],
+                 "stats": samples.stats[:taken], "hist": samples.hist[:taken],
+                 "makespan": samples.makespan[:taken], "dram_stats": samples.dram_stats[:taken]}
+        run_cache.store(key, found)
+        return found
+
+    found = _RUN_CACHE.get_or_compute(key, simulate)
     out = {}
     for i, tiles in enumerate(found["tiles"]):
         geo = found["geo"].copy()

@@ -89,13 +89,7 @@ def _chip_key(chip: ChipSpec) -> Any:
 def memoised(chip: ChipSpec, op, options: Options, compute) -> OpResult:
     """``compute()``'s result for (chip, op, options), remembered: identical questions return
     the same result object (the whole-model runs repeat the same layer's ops)."""
-    key = (_chip_key(chip), op, options)
-    hit = _MEMO.get(key)
-    if hit is not None:
-        return hit
-    res = compute()
-    _MEMO.put(key, res)
-    return res
+    return _MEMO.get_or_compute((_chip_key(chip), op, options), compute)
 
 
 def simulate_op_at_clock(chip: ChipSpec, op, options: Options | None = None) -> OpResult:
