@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Iterable
 
@@ -16,7 +17,9 @@ from sim.ir.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 from sim.ir.results import OpResult, results_dataframe
 from sim.model.engine.lower import Options
 from sim.model.engine.run import clear_cache
-from sim.model.engine.simulate import simulate_op
+from sim.model.engine.assemble import merge_results
+from sim.model.engine.simulate import simulate_op, simulate_ops
+from sim.model.stacks import Kernel, chip_stack, kernels
 from sim.spec.stack_catalog import DEFAULT_STACK
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import RATE_CLASSES
@@ -61,30 +64,56 @@ def check_limits(chip: ChipSpec, op=None) -> None:
 def simulate(chip: ChipSpec | str, op, *, dataflow: str | None = None, memory: str = "modeled",
              array: str | None = None,
              row_length: int | None = None, overrides: Iterable[str] | None = None,
-             fidelity: str = "high") -> OpResult:
+             fidelity: str = "high", stack: str | None = None) -> OpResult:
     """Simulate one op (Gemm, Conv2d, Attention, VectorOp, Copy, Collective) on a chip
-    (a ChipSpec, a name from arch_configs/ or a path).  ``fidelity="fast"`` samples large
-    problems more briefly (for big sweeps)."""
+    (a ChipSpec, a name from arch_configs/ or a path), as the chip's software stack launches
+    it called on its own (``stack``: a profile name or path; default the chip's
+    ``software_stack``, else ``ideal``, the op as one kernel): the same kernels ``sim run``
+    and ``sim validate`` price for it, e.g. on ``h200_sxm`` (eager PyTorch) an int8 GEMM on
+    the sm80 path ``torch._int_mm`` takes, a bf16 GEMM whose row strides break 16-byte
+    alignment on cuBLAS's align2/align1 kernels, a 2:4 GEMM with cuSPARSELt's padding
+    kernels.  An ``array`` given here wins over the stack's.  ``fidelity="fast"`` samples
+    large problems more briefly (for big sweeps)."""
     chip = _chip(chip, overrides)
     check_limits(chip, op)
-    return simulate_op(chip, op, Options(dataflow=dataflow, memory=memory, array=array, row_length=row_length,
-                                         fidelity=fidelity))
+    options = Options(dataflow=dataflow, memory=memory, array=array, row_length=row_length, fidelity=fidelity)
+    return _as_launched(chip, op, options, stack)
+
+
+def _as_launched(chip: ChipSpec, op, options: Options, stack) -> OpResult:
+    """``op`` priced by the kernels ``stack`` launches for it (:func:`sim.model.stacks.kernels`):
+    one kernel's result, or the op's own kernel's result with the others' time and work
+    added (``details["stack_kernels"]`` lists them all, in launch order)."""
+    pairs = kernels(op, chip_stack(chip, stack))
+    if len(pairs) == 1 and pairs[0][0] == op and not pairs[0][1]:
+        return simulate_op(chip, op, options)
+    results = simulate_ops(chip, [(kop, Kernel(kop, **lib).options(options)) for kop, lib in pairs])
+    main = next((i for i, (kop, _) in enumerate(pairs) if type(kop) is type(op)), 0)
+    out = results[main]
+    for i, r in enumerate(results):
+        if i != main:
+            out = merge_results(out, r)
+    if len(results) > 1:
+        out = dataclasses.replace(out, details=dict(out.details, stack_kernels=[
+            {"name": r.name, "kind": r.kind, "seconds": r.seconds} for r in results]))
+    return out
 
 
 def simulate_gemm(chip: ChipSpec | str, m: int, k: int, n: int, *, count: int = 1, dtype: str | None = None,
                   weight_dtype: str | None = None, sparsity: str | None = None, dataflow: str | None = None,
                   memory: str = "modeled", array: str | None = None, row_length: int | None = None,
-                  overrides: Iterable[str] | None = None, name: str = "gemm", fidelity: str = "high") -> OpResult:
-    """C[m×n] = A[m×k]·B[k×n] on ``chip``.  ``dtype`` defaults, as in :func:`sim.run_llm`, to
-    the first of bf16, fp16, fp8, int8, fp32 that the chip computes
-    (:func:`sim.apps.inference.default_dtype`)."""
+                  overrides: Iterable[str] | None = None, name: str = "gemm", fidelity: str = "high",
+                  stack: str | None = None) -> OpResult:
+    """C[m×n] = A[m×k]·B[k×n] on ``chip``, as its software stack launches it (``stack``, see
+    :func:`simulate`).  ``dtype`` defaults, as in :func:`sim.run_llm`, to the first of bf16,
+    fp16, fp8, int8, fp32 that the chip computes (:func:`sim.apps.inference.default_dtype`)."""
     if dtype is None:
         chip = _chip(chip, overrides)
         overrides = None
         dtype = default_dtype(chip)
     op = Gemm(name, m=m, k=k, n=n, count=count, dtype=dtype, weight_dtype=weight_dtype, sparsity=sparsity)
     return simulate(chip, op, dataflow=dataflow, memory=memory, array=array, row_length=row_length,
-                    overrides=overrides, fidelity=fidelity)
+                    overrides=overrides, fidelity=fidelity, stack=stack)
 
 
 # --------------------------------------------------------------------------- a chip's summary

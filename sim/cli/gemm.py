@@ -29,6 +29,9 @@ def add_parser(sub) -> None:
                    help="ideal: stall-free compute cycles (SCALE-Sim comparable); modeled: SRAM + HBM timing")
     g.add_argument("--fidelity", choices=["high", "fast"], default="high",
                    help="fast: sample large problems more briefly (a few %% less accurate)")
+    g.add_argument("--stack", default=None,
+                   help="software stack whose kernels price the GEMM (stacks/*.yaml: ideal, eager_pytorch, ...; "
+                        "default: the chip's software_stack, else ideal, the GEMM as one kernel)")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=run)
 
@@ -59,7 +62,8 @@ def run(args) -> int:
     with engine_progress(args):
         r = simulate_gemm(chip, m=args.m, k=args.k, n=args.n, count=args.count, dtype=dtype,
                           weight_dtype=args.weight_dtype, sparsity=args.sparsity, dataflow=args.dataflow,
-                          memory=args.memory, row_length=args.row_length, fidelity=args.fidelity)
+                          memory=args.memory, row_length=args.row_length, fidelity=args.fidelity,
+                          stack=args.stack)
     if args.json:
         print(json.dumps({"dtype": dtype, **r.to_dict()}, default=_json_default))
         return 0
