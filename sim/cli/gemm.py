@@ -81,5 +81,9 @@ def run(args) -> int:
         "roofline_cycles": r.roofline_cycles,
         "mapping": f"{m['distribution']} on {m['cores_used']} core(s), tiles {m['tile_m']}x{m['tile_n']}x{m['tile_k']} "
                    f"(m x n x k), order {m['loop_order']}, {m['search_space']} candidates searched",
+        **({"array": comp["array"]} if comp.get("array") else {}),
+        # the software stack's kernels for this GEMM, when it launches more than one
+        **({"stack_kernels": ", ".join(f"{k['name']} {k['seconds'] * 1e6:.2f} us" for k in r.details["stack_kernels"])}
+           if r.details.get("stack_kernels") else {}),
     })
     return 0

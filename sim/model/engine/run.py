@@ -233,24 +233,29 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
 
     # a candidate whose array work alone takes longer than the best candidate simulated
     # before it (in estimate order) cannot win and is not simulated.  With several threads the
-    # first candidate runs alone, the rest at once (those the first one already rules out
-    # skipped); then every one the one-at-a-time walk would have skipped is dropped again,
+    # first candidate runs at once with every other whose array work fits within the first
+    # one's estimated time (the others wait for the first one's simulated time, which may rule
+    # them out); then every one the one-at-a-time walk would have skipped is dropped again,
     # so the candidates raced are exactly the walk's
-    first = simulate(0, *cands[0][1:])
     rest = list(enumerate(cands))[1:]
-    done = {0: first}
-    if len(rest) > 1 and candidate_threads() > 1:
-        live = [(i, c) for i, c in rest if floor_seconds(c[1], c[2]) <= first[0].seconds * (1 + PRUNE_MARGIN)]
+    done = {}
+    if rest and candidate_threads() > 1:
         state = progress.current()
 
         def simulate_reporting(index: int, p, mapping, split: int) -> tuple:
             with progress.shared(state):  # (the op's engine runs counted once)
                 return simulate(index, p, mapping, split)
 
-        with ThreadPoolExecutor(max_workers=min(candidate_threads(), len(live)) or 1,
+        first_estimate_s = (cands[0][0] + launch_cycles(chip, lowered)) / chip.clock_hz
+        eager = [(i, c) for i, c in rest if floor_seconds(c[1], c[2]) <= first_estimate_s * (1 + PRUNE_MARGIN)]
+        with ThreadPoolExecutor(max_workers=min(candidate_threads(), 1 + len(rest)),
                                 thread_name_prefix="sim-candidate") as pool:
-            futures = {i: pool.submit(simulate_reporting, i, *c[1:]) for i, c in live}
-            done.update({i: f.result() for i, f in futures.items()})
+            futures = {i: pool.submit(simulate_reporting, i, *c[1:]) for i, c in [(0, cands[0])] + eager}
+            first_s = futures[0].result()[0].seconds
+            futures.update({i: pool.submit(simulate_reporting, i, *c[1:]) for i, c in rest
+                            if i not in futures and floor_seconds(c[1], c[2]) <= first_s * (1 + PRUNE_MARGIN)})
+            done = {i: f.result() for i, f in futures.items()}
+    first = done.get(0) or simulate(0, *cands[0][1:])
     best = first[0]
     ran = [first]  # (result, (key, kernel run), (problem, mapping, split, plan)) of each candidate simulated
     for index, (est, p, mapping, split) in rest:
