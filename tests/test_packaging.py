@@ -6,6 +6,7 @@ working directory outside the checkout, with nothing of the checkout on the path
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import subprocess
@@ -28,7 +29,12 @@ def installed_wheel(tmp_path_factory) -> Path:
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(REPO)]
     if importlib.util.find_spec("setuptools") is not None:
         build.insert(4, "--no-build-isolation")
-    subprocess.run(build, check=True, capture_output=True, text=True, timeout=300)
+    # pip builds in the checkout's build/ folder: two pytest-xdist workers building at once
+    # collide there ("File exists: build/bdist..."), so one builds at a time
+    with open(tmp_path_factory.getbasetemp().parent / "sim-wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = subprocess.run(build, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, f"pip wheel failed:\n{built.stdout[-2000:]}\n{built.stderr[-4000:]}"
     wheels = list((tmp / "dist").glob("sim-*.whl"))
     assert len(wheels) == 1, wheels
     site = tmp / "site"
