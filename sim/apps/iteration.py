@@ -86,18 +86,7 @@ def run_trace(chip: ChipSpec, trace, options: Options | None = None, label: str 
     grouped = {i for g in groups.values() for i in g}
     # every distinct kernel first, several at once (sim.model.engine.simulate.simulate_ops);
     # the loop below then reads them in trace order
-    questions = _questions(items, options)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(set(questions)), desc=label or "kernels", unit="kernel", leave=False, file=sys.stderr,
-                   mininterval=0.5 if sys.stderr.isatty() else 10.0)
-    try:
-        answers = simulate_ops(chip, questions, done=bar.update if bar is not None else None)
-    finally:
-        if bar is not None:
-            bar.close()
+    answers = _simulate_all(chip, _questions(items, options), progress, label or "kernels")
     for i, t in enumerate(items):
         if i in grouped:
             if i not in groups:     # priced with the first prompt attention of its layer
@@ -151,15 +140,21 @@ def simulate_traces(chip: ChipSpec, traces, options: Options | None = None, stac
     instead of one per step."""
     options = options or Options()
     stack_spec = chip_stack(chip, stack)
-    questions = list(dict.fromkeys(q for trace in traces for q in _questions(lower_trace(trace, stack_spec), options)))
+    _simulate_all(chip, [q for trace in traces for q in _questions(lower_trace(trace, stack_spec), options)],
+                  progress, label)
+
+
+def _simulate_all(chip: ChipSpec, questions: list[tuple], progress: bool, label: str) -> list[OpResult]:
+    """:func:`~sim.model.engine.simulate.simulate_ops` of ``questions``, with a progress bar
+    over the distinct ones when asked."""
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(questions), desc=label, unit="kernel", leave=False, file=sys.stderr,
+        bar = tqdm(total=len(set(questions)), desc=label, unit="kernel", leave=False, file=sys.stderr,
                    mininterval=0.5 if sys.stderr.isatty() else 10.0)
     try:
-        simulate_ops(chip, questions, done=bar.update if bar is not None else None)
+        return simulate_ops(chip, questions, done=bar.update if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()

@@ -18,8 +18,8 @@ from sim.ir.results import OpResult, results_dataframe
 from sim.model.engine.lower import Options
 from sim.model.engine.run import clear_cache
 from sim.model.engine.assemble import merge_results
-from sim.model.engine.simulate import simulate_op, simulate_ops
-from sim.model.stacks import Kernel, chip_stack, kernels
+from sim.model.engine.simulate import simulate_ops
+from sim.model.stacks import chip_stack, launched
 from sim.spec.stack_catalog import DEFAULT_STACK
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import RATE_CLASSES
@@ -84,19 +84,17 @@ def _as_launched(chip: ChipSpec, op, options: Options, stack) -> OpResult:
     """``op`` priced by the kernels ``stack`` launches for it (:func:`sim.model.stacks.kernels`):
     one kernel's result, or the op's own kernel's result with the others' time and work
     added (``details["stack_kernels"]`` lists them all, in launch order)."""
-    pairs = kernels(op, chip_stack(chip, stack))
-    if len(pairs) == 1 and pairs[0][0] == op and not pairs[0][1]:
-        return simulate_op(chip, op, options)
-    results = simulate_ops(chip, [(kop, Kernel(kop, **lib).options(options)) for kop, lib in pairs])
+    pairs = launched(op, chip_stack(chip, stack), options)
+    results = simulate_ops(chip, pairs)
+    if len(results) == 1:
+        return results[0]
     main = next((i for i, (kop, _) in enumerate(pairs) if type(kop) is type(op)), 0)
     out = results[main]
     for i, r in enumerate(results):
         if i != main:
             out = merge_results(out, r)
-    if len(results) > 1:
-        out = dataclasses.replace(out, details=dict(out.details, stack_kernels=[
-            {"name": r.name, "kind": r.kind, "seconds": r.seconds} for r in results]))
-    return out
+    return dataclasses.replace(out, details=dict(out.details, stack_kernels=[
+        {"name": r.name, "kind": r.kind, "seconds": r.seconds} for r in results]))
 
 
 def simulate_gemm(chip: ChipSpec | str, m: int, k: int, n: int, *, count: int = 1, dtype: str | None = None,

@@ -31,7 +31,7 @@ from sim.errors import SimError, WorkloadError
 from sim.ir.ops import Attention, Copy, Gemm, VectorOp
 from sim.model.engine.lower import Options
 from sim.model.engine.simulate import simulate_ops, threads_limited
-from sim.model.stacks import Kernel, chip_stack, kernels, load_stack, lower_trace
+from sim.model.stacks import chip_stack, launched, load_stack, lower_trace
 from sim.model.workload.llm import (VECTOR_OPS_PER_ELEMENT, Iteration, Parallelism, Precision, Sequence, Trace,
                                     build_iteration)
 from sim.model.workload.models import load_model_spec
@@ -64,7 +64,7 @@ CUSPARSELT_ROW_MULTIPLE = _EAGER.gemm.sparse_2_4.row_multiple
 def _gemm_ops(case: Case):
     """The kernels eager PyTorch runs for one GEMM call on the H200 (the eager_pytorch
     stack's GEMM rules): ``[(op, Options), ...]``."""
-    return [(kop, Kernel(kop, **lib).options(opts)) for op, opts in _gemm_call(case) for kop, lib in kernels(op, _EAGER)]
+    return [pair for op, opts in _gemm_call(case) for pair in launched(op, _EAGER, opts)]
 
 
 def _gemm_call(case: Case):
@@ -111,7 +111,7 @@ def _layer_ops(case: Case):
 def _sdpa_ops(op):
     """The kernels eager PyTorch's SDPA (cuDNN) runs for one fused attention op on the H200
     (the eager_pytorch stack's attention rule): ``[(op, Options), ...]``."""
-    return [(kop, Kernel(kop, **lib).options(Options())) for kop, lib in kernels(op, _EAGER)]
+    return launched(op, _EAGER, Options())
 
 
 def case_kernels(chip: ChipSpec, case: Case) -> list:
@@ -121,7 +121,7 @@ def case_kernels(chip: ChipSpec, case: Case) -> list:
     lowered = _LOWER[case.kind](case)
     if isinstance(lowered, Trace):
         return [(k.op, k.options(Options())) for k in lower_trace(lowered, stack) for _ in range(k.repeat)]
-    return [(kop, Kernel(kop, **lib).options(opts)) for op, opts in lowered for kop, lib in kernels(op, stack)]
+    return [pair for op, opts in lowered for pair in launched(op, stack, opts)]
 
 
 def _copy_ops(case: Case):

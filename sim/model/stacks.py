@@ -38,7 +38,7 @@ from sim.spec.dtypes import get_format
 from sim.spec.stack_catalog import DEFAULT_STACK, line_in, list_stacks, load_stack, stack_array_problems
 from sim.spec.stack_spec import EXPRESSION_BINOPS, StackSpec, StepKernel
 
-__all__ = ["DEFAULT_STACK", "Kernel", "StackSpec", "chip_stack", "kernels", "list_stacks", "load_stack",
+__all__ = ["DEFAULT_STACK", "Kernel", "StackSpec", "chip_stack", "kernels", "launched", "list_stacks", "load_stack",
            "lower_trace", "stack_array_problems"]
 
 
@@ -297,6 +297,14 @@ def kernels(op, stack: StackSpec, ctx: dict | None = None) -> list[tuple[object,
     if isinstance(op, VectorOp):
         return _with_stream(_vector_kernels(op, stack, ctx), stack)
     return [(op, {})]
+
+
+def launched(op, stack: StackSpec, options) -> list[tuple[object, object]]:
+    """``[(kernel op, Options), ...]``: the kernels ``stack`` launches for ``op`` called on
+    its own (:func:`kernels`), each with ``options`` plus its library path
+    (:meth:`Kernel.options`) - what one op's call costs (``sim gemm``, ``sim validate``'s
+    single-op cases)."""
+    return [(kop, Kernel(kop, **lib).options(options)) for kop, lib in kernels(op, stack)]
 
 
 def _layer_context(ops: list) -> dict:

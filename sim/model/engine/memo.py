@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from typing import Callable, Generic, Hashable, TypeVar
 
 V = TypeVar("V")
 
@@ -81,6 +81,3 @@ class Memo(Generic[V]):
 
     def __bool__(self) -> bool:
         return bool(self._data)
-
-    def __contains__(self, key: Any) -> bool:
-        return key in self._data

@@ -43,6 +43,14 @@ def _work(op) -> float:
     return 0.0
 
 
+def _simulate_alone(chip: ChipSpec, question: tuple) -> OpResult:
+    """One op on a thread of :func:`simulate_ops`' pool: its candidate mappings one after
+    another, since the pool keeps every thread busy already (at most :func:`threads` engine
+    runs at once, never that number squared)."""
+    with threads_limited(1):
+        return simulate_op(chip, *question)
+
+
 def simulate_ops(chip: ChipSpec, questions: Iterable[tuple[object, Options]], workers: int | None = None,
                  done: Callable[[], None] | None = None) -> list[OpResult]:
     """:func:`simulate_op` of each (op, options) of ``questions``, in their order; the
@@ -61,7 +69,7 @@ def simulate_ops(chip: ChipSpec, questions: Iterable[tuple[object, Options]], wo
         order = sorted(distinct, key=lambda q: -_work(q[0]))
         pool = ThreadPoolExecutor(max_workers=min(workers, len(order)), thread_name_prefix="sim-op")
         try:
-            futures = {pool.submit(simulate_op, chip, *q): q for q in order}
+            futures = {pool.submit(_simulate_alone, chip, q): q for q in order}
             for future in as_completed(futures):
                 answers[futures[future]] = future.result()
                 if done is not None:
