@@ -377,7 +377,7 @@ def new_state(geo, ranges, fp, dram_p, dram_state, stats):
     cycle_ns = fp[F_CYCLE_NS]
     gran = geo[G_GRAN]
     # outstanding-request window in chunk units (a chunk is at most one interleave block;
-    # counting whole chunks keeps the window's bytes and costs one heap operation each)
+    # counting whole chunks keeps the window's bytes and costs one heap pop and push each)
     qn = (geo[G_OUTSTANDING] * gran) // max(geo[G_INTERLEAVE], gran)
     if qn < 1:
         qn = 1
