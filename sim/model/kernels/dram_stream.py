@@ -36,12 +36,65 @@ def _chunk_units(p, addr, rem, max_units):
 
 
 @kernel(_nrt=False, inline='always')
+def _heap_pop(buf, r, size):
+    """Remove the smallest of the ``size`` completion times in requester r's min-heap
+    ``buf[r, :size]`` and return it.  The heap is 4-ary and popped bottom-up: the hole the
+    minimum leaves walks down to a leaf through the smallest child, then the last entry
+    rises into it.  A requester keeps hundreds of requests in flight (an H200 SM's cp.async
+    stages: 384-576 chunks) whose completions return far out of order; a binary heap's
+    sift-down branched twice per level and took a fifth of an H200 GEMM's simulation (a ring
+    kept sorted spent as long moving entries).  Any heap pops the same values, so no time
+    depends on which one is used (tests/test_request_window.py)."""
+    top = buf[r, 0]
+    size -= 1
+    last = buf[r, size]
+    i = 0
+    while True:
+        first = 4 * i + 1
+        if first >= size:
+            break
+        end = first + 4
+        if end > size:
+            end = size
+        m = first
+        mv = buf[r, first]
+        for j in range(first + 1, end):
+            v = buf[r, j]
+            if v < mv:
+                mv = v
+                m = j
+        buf[r, i] = mv
+        i = m
+    while i > 0:
+        par = (i - 1) >> 2
+        if buf[r, par] <= last:
+            break
+        buf[r, i] = buf[r, par]
+        i = par
+    buf[r, i] = last
+    return top
+
+
+@kernel(_nrt=False, inline='always')
+def _heap_push(buf, r, size, d):
+    """Add completion time ``d`` to requester r's 4-ary min-heap of ``size`` entries."""
+    i = size
+    while i > 0:
+        par = (i - 1) >> 2
+        if buf[r, par] <= d:
+            break
+        buf[r, i] = buf[r, par]
+        i = par
+    buf[r, i] = d
+
+
+@kernel(_nrt=False, inline='always')
 def _slots_wait(buf, meta, r, k, m, in_order, t):
     """Earliest time >= t at which requester r has k free request slots (of m).
 
     In-order (``in_order``): slots retire in issue order, so the k oldest slots of the
     ring must have completed.  Otherwise any completed slot is free: the k earliest
-    completions are popped from r's min-heap when it is full.
+    completions are popped from r's min-heap (:func:`_heap_pop`) when it is full.
     """
     if in_order:
         idx = meta[r, 0]
@@ -54,26 +107,10 @@ def _slots_wait(buf, meta, r, k, m, in_order, t):
         return t
     size = meta[r, 1]
     while size + k > m:
-        # pop the minimum
-        top = buf[r, 0]
+        top = _heap_pop(buf, r, size)
+        size -= 1
         if top > t:
             t = top
-        size -= 1
-        last = buf[r, size]
-        i = 0
-        while True:
-            c = 2 * i + 1
-            if c >= size:
-                break
-            if c + 1 < size and buf[r, c + 1] < buf[r, c]:
-                c += 1
-            if buf[r, c] < last:
-                buf[r, i] = buf[r, c]
-                i = c
-            else:
-                break
-        if size > 0:
-            buf[r, i] = last
     meta[r, 1] = size
     return t
 
@@ -92,16 +129,8 @@ def _slots_fill(buf, meta, r, k, m, in_order, d):
         return
     size = meta[r, 1]
     for j in range(k):
-        i = size
+        _heap_push(buf, r, size, d)
         size += 1
-        while i > 0:
-            par = (i - 1) >> 1
-            if buf[r, par] > d:
-                buf[r, i] = buf[r, par]
-                i = par
-            else:
-                break
-        buf[r, i] = d
     meta[r, 1] = size
 
 

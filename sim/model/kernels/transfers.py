@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.model.kernels.dram import dram_access, dram_chunk_bytes
+from sim.model.kernels.dram_stream import _slots_fill, _slots_wait
 from sim.model.kernels.layout import (D_CACHEABLE, D_DIM1, D_DIM2, D_PRESENT, D_RESIDENT, D_SHARED,
                                       F_BASE_A, F_BASE_B, F_BASE_C, F_BASE_PSUM, F_BPE_A, F_BPE_B,
                                       F_BPE_C, F_BPE_PSUM, F_L2_BYTES_PER_CYCLE,
@@ -63,71 +64,6 @@ def _make_transfer(geo, desc, fp, op, inst, start, ext, bpe, base, is_write, xf)
     key = key * 1000003 + np.int64(np.floor(bpe * 64.0))
     xf[6] = key
     xf[7] = op
-
-
-#: children per node of a core's request-window heap (:func:`_window_wait`)
-_WINDOW_ARITY = 4
-
-
-@kernel(_nrt=False, inline='always')
-def _window_wait(slots, meta, c, qn, t):
-    """Earliest time >= ``t`` at which core ``c`` has a free request slot of its ``qn``: once
-    the window is full, when the earliest of its in-flight requests completes (any request
-    frees a slot: a count limit).  The completions are a 4-ary min-heap in ``slots[c]`` (size
-    ``meta[c, 1]``), popped bottom-up: the hole left by the minimum walks down to a leaf
-    through the smaller child, then the heap's last entry rises into it.  A core keeps
-    hundreds of chunks in flight whose completions come back far out of order (a ring kept
-    sorted spent as long moving them as the binary heap this replaces, which branched twice
-    per level and took a fifth of an H200 GEMM's simulation; the request streams of
-    :mod:`~sim.model.kernels.dram_stream` keep theirs).  Every such heap frees the same
-    completions, so the times are identical (tests/test_request_window.py)."""
-    size = meta[c, 1]
-    if size < qn:
-        return t
-    if slots[c, 0] > t:
-        t = slots[c, 0]
-    size -= 1
-    last = slots[c, size]
-    i = 0
-    while True:
-        first = _WINDOW_ARITY * i + 1
-        if first >= size:
-            break
-        end = first + _WINDOW_ARITY
-        if end > size:
-            end = size
-        m = first
-        mv = slots[c, first]
-        for j in range(first + 1, end):
-            v = slots[c, j]
-            if v < mv:
-                mv = v
-                m = j
-        slots[c, i] = mv
-        i = m
-    while i > 0:
-        par = (i - 1) // _WINDOW_ARITY
-        if slots[c, par] <= last:
-            break
-        slots[c, i] = slots[c, par]
-        i = par
-    slots[c, i] = last
-    meta[c, 1] = size
-    return t
-
-
-@kernel(_nrt=False, inline='always')
-def _window_add(slots, meta, c, d):
-    """Record a request of core ``c`` completing at ``d`` (after :func:`_window_wait`)."""
-    i = meta[c, 1]
-    while i > 0:
-        par = (i - 1) // _WINDOW_ARITY
-        if slots[c, par] <= d:
-            break
-        slots[c, i] = slots[c, par]
-        i = par
-    slots[c, i] = d
-    meta[c, 1] += 1
 
 
 @kernel(_nrt=False, inline='always')
@@ -224,7 +160,8 @@ def _issue_chunk(xq, c, x, row, off, t_issue, is_write, fp, dma, noc_free):
         done = t_issue
     else:
         nb = dram_chunk_bytes(dram_p, addr, remaining)
-        t_issue = _window_wait(slots, slots_meta, c, qn, t_issue)
+        nreq = 1
+        t_issue = _slots_wait(slots, slots_meta, c, nreq, qn, False, t_issue)
         noc_start = max(noc_free, t_issue)
         noc_free = noc_start + nb / fp[F_NOC_BYTES_PER_CYCLE]
         pstart = max(port_free[c], t_issue)
@@ -236,7 +173,7 @@ def _issue_chunk(xq, c, x, row, off, t_issue, is_write, fp, dma, noc_free):
         else:
             t_mem = d_ns / cycle_ns  # posted write
         done = max(t_mem, noc_free, port_free[c])
-        _window_add(slots, slots_meta, c, done)
+        _slots_fill(slots, slots_meta, c, nreq, qn, False, done)
         dma_t[c] = t_issue + issue_gap
     return nb, done, noc_free
 
