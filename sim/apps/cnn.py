@@ -12,9 +12,7 @@ ifmap pixels under each tile's windows (:class:`sim.ir.lowered.ConvWindows`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from sim.apps.inference import default_dtype
 from sim.apps.single_op import _chip, check_limits
@@ -25,6 +23,9 @@ from sim.model.engine.simulate import simulate_op
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
 from sim.spec.network_spec import NetworkSpec, load_network
+
+if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded when a network is run, not with `import sim`
+    import pandas as pd
 
 __all__ = ["NetworkResult", "network_ops", "run_network"]
 
@@ -54,7 +55,7 @@ class NetworkResult:
     dram_accesses_per_mac: float
     energy_j: float
     utilization: float
-    layers: pd.DataFrame
+    layers: "pd.DataFrame"
     results: list[OpResult] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,6 +90,8 @@ def run_network(chip: ChipSpec | str, network: NetworkSpec | str, *, batch: int 
             "dataflow": comp.get("dataflow"), "row_length": comp.get("row_length"), "bound": r.traffic_bound,
             "tiles": f"{r.mapping.get('tile_m')}x{r.mapping.get('tile_n')}x{r.mapping.get('tile_k')}",
         })
+    import pandas as pd
+
     layers = pd.DataFrame(rows)
     seconds = float(sum(r.seconds for r in results))
     macs = int(layers["macs"].sum())
