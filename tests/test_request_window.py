@@ -1,7 +1,8 @@
-"""A requester's window of DRAM requests in flight (``_slots_wait`` / ``_slots_fill`` /
+"""The engine's heaps.  A requester's window of DRAM requests in flight (``_slots_wait`` / ``_slots_fill`` /
 ``_slots_peek`` in sim/model/kernels/dram_stream.py: the engine's cores and the request
 streams keep their completions in a 4-ary heap popped bottom-up) against a plain reference:
-a sorted list of completion times, the earliest leaving when the window is full."""
+a sorted list of completion times, the earliest leaving when the window is full; and the
+event heap (earliest core first, ties by core id) against a sorted list of (time, core)."""
 import bisect
 
 import numpy as np
@@ -65,3 +66,27 @@ def test_in_order_slots_retire_in_issue_order():
     for t, d in [(0.0, 100.0), (1.0, 5.0)]:
         _slots_fill(buf, meta, 0, 1, 2, True, d)
     assert _slots_wait(buf, meta, 0, 1, 2, True, 2.0) == 100.0
+
+
+@pytest.mark.parametrize("cores", [1, 2, 5, 132])
+def test_the_event_heap_pops_cores_by_time_then_core_id(cores):
+    """sim/model/kernels/steps.py's event heap against a sorted list of (time, core):
+    pushes and pops interleaved as the engine does, many equal times."""
+    from sim.model.kernels.steps import _heap_pop, _heap_push
+
+    rng = np.random.default_rng(cores)
+    hk = np.zeros(cores + 1)
+    hc = np.zeros(cores + 1, np.int64)
+    size, ref, got, want = 0, [], [], []
+    for c in range(cores):
+        t = float(rng.integers(0, 4))
+        size = _heap_push(hk, hc, size, t, c)
+        bisect.insort(ref, (t, c))
+    for _ in range(5000):
+        t, c, size = _heap_pop(hk, hc, size)
+        got.append((t, c))
+        want.append(ref.pop(0))
+        nt = t + float(rng.integers(0, 3))           # a core goes back at or after now
+        size = _heap_push(hk, hc, size, nt, c)
+        bisect.insort(ref, (nt, c))
+    assert got == want

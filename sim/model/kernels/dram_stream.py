@@ -36,7 +36,7 @@ def _chunk_units(p, addr, rem, max_units):
 
 
 @kernel(_nrt=False, inline='always')
-def _heap_pop(buf, r, size):
+def _window_pop(buf, r, size):
     """Remove the smallest of the ``size`` completion times in requester r's min-heap
     ``buf[r, :size]`` and return it.  The heap is 4-ary and popped bottom-up: the hole the
     minimum leaves walks down to a leaf through the smallest child, then the last entry
@@ -76,7 +76,7 @@ def _heap_pop(buf, r, size):
 
 
 @kernel(_nrt=False, inline='always')
-def _heap_push(buf, r, size, d):
+def _window_push(buf, r, size, d):
     """Add completion time ``d`` to requester r's 4-ary min-heap of ``size`` entries."""
     i = size
     while i > 0:
@@ -94,7 +94,7 @@ def _slots_wait(buf, meta, r, k, m, in_order, t):
 
     In-order (``in_order``): slots retire in issue order, so the k oldest slots of the
     ring must have completed.  Otherwise any completed slot is free: the k earliest
-    completions are popped from r's min-heap (:func:`_heap_pop`) when it is full.
+    completions are popped from r's min-heap (:func:`_window_pop`) when it is full.
     """
     if in_order:
         idx = meta[r, 0]
@@ -107,7 +107,7 @@ def _slots_wait(buf, meta, r, k, m, in_order, t):
         return t
     size = meta[r, 1]
     while size + k > m:
-        top = _heap_pop(buf, r, size)
+        top = _window_pop(buf, r, size)
         size -= 1
         if top > t:
             t = top
@@ -129,7 +129,7 @@ def _slots_fill(buf, meta, r, k, m, in_order, d):
         return
     size = meta[r, 1]
     for j in range(k):
-        _heap_push(buf, r, size, d)
+        _window_push(buf, r, size, d)
         size += 1
     meta[r, 1] = size
 
