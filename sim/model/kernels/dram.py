@@ -403,7 +403,7 @@ def _book_data(p, state, pc, b, bgrow, nbg, frfcfs, t_ns, t_in, cas_ready, n_bur
     return done
 
 
-@kernel(_nrt=False)
+@kernel(_nrt=False, inline='always')
 def dram_access(p, state, addr, nbytes, t_ns, is_write):
     """Serve one chunk arriving at the controller at ``t_ns``; return its completion time.
 
@@ -414,7 +414,9 @@ def dram_access(p, state, addr, nbytes, t_ns, is_write):
 
     Compiled without Numba's reference counting (``_nrt=False``): the function never
     allocates, and the atomic increfs/decrefs of the state arrays otherwise cost more
-    than the model itself.
+    than the model itself.  Inlined into its callers: the engine calls it once per chunk,
+    and a call passed every field of the state's arrays (an H200 GEMM and a decode GEMV
+    each simulated ~6 % faster inlined, same answers).
     """
     pc_t = state[2]
     pc_i = state[3]
