@@ -65,13 +65,7 @@ def _window_pop(buf, r, size):
                 m = j
         buf[r, i] = mv
         i = m
-    while i > 0:
-        par = (i - 1) >> 2
-        if buf[r, par] <= last:
-            break
-        buf[r, i] = buf[r, par]
-        i = par
-    buf[r, i] = last
+    _window_push(buf, r, i, last)   # the last entry rises from the hole as a new one would
     return top
 
 
