@@ -70,7 +70,11 @@ METRIC_GROUPS = [
      "sm__throughput.avg.pct_of_peak_sustained_elapsed", "launch__grid_size", "launch__cluster_dim_x",
      "launch__cluster_dim_y"],
 ]
+#: MICRO_L2_METRICS="m1,m2;m3,..." replaces the metric groups above (";" separates the groups,
+#: each one ncu pass per workload): validation/gpu/micro_tensor_pipe.py asks for the tensor pipes' activity
 KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm|sdpa|Kernel2"
+if os.environ.get("MICRO_L2_METRICS"):
+    METRIC_GROUPS = [[m for m in g.split(",") if m] for g in os.environ["MICRO_L2_METRICS"].split(";") if g]
 
 
 def _kept(metric: str) -> bool:
@@ -81,7 +85,8 @@ def _kept(metric: str) -> bool:
             or (metric.endswith("peak_sustained") and ".sum." in metric)
             or metric.startswith(("launch__grid_size", "launch__cluster_dim"))
             or metric in ("lts__t_sector_hit_rate.pct", "lts__cycles_elapsed.avg")
-            or metric.endswith(".avg.pct_of_peak_sustained_elapsed"))
+            or metric.endswith((".avg.pct_of_peak_sustained_elapsed", ".avg.pct_of_peak_sustained_active"))
+            or metric.endswith((".avg", ".max")) and metric.startswith(("sm__", "smsp__")))
 
 
 def _workloads():

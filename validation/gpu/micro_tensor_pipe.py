@@ -1,0 +1,76 @@
+"""How busy the tensor pipes are in cuBLAS / cuSPARSELt GEMMs of every size, from the counters.
+
+Why: ``h200_sxm.yaml``'s L2 bandwidth (``l2.bytes_per_cycle: 4251``) is a calibration below what
+the counters say the L2 delivers (>= 11.2 TB/s at 1.705 GHz in cuSPARSELt's 2:4 kernel).  With
+the measured L2 the model runs large dense GEMMs 7-9 % faster than Nsight Compute timed them at
+their own SM clock, and with the calibrated one mid-size bf16 GEMMs (M = 256-1,024) and the 2:4
+kernels run too slowly.  What a large dense GEMM loses inside the SM is read here directly: the
+share of the kernel's cycles its tensor pipe (wgmma on Hopper, mma.sync for sm80-class kernels)
+was active, next to the SM clock, the L2 traffic and the kernel time.  Hopper's SMs and L2 are
+the same die on the H100 and the H200, so either GPU answers.
+
+    python3 validation/gpu/micro_tensor_pipe.py --out DIR [--stem h100_micro_tensor_pipe]
+
+It lists the tensor metrics this ncu knows (DIR/ncu_tensor_metrics.txt), keeps those of
+WANTED that exist, and runs validation/gpu/micro_l2_counters.py with them
+(MICRO_L2_METRICS) over GEMMS (MICRO_L2_GEMMS): DIR/<stem>.csv (one row per workload and
+metric), DIR/<stem>_timed.csv (back to back, nvidia-smi's SM clock), DIR/<stem>_env.json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: dtype:m:k:n, F.linear(x[m,k], W[n,k]) as validation/gpu/measure.py builds them: dense bf16
+#: from decode-like to large, the 2:4 path at three sizes, fp8 (torch._scaled_mm) at two
+GEMMS = ("bf16:256:4096:4096,bf16:512:4096:11008,bf16:1024:4544:4672,bf16:2048:4096:4096,"
+         "bf16:4096:4096:4096,bf16:4096:4096:14336,bf16:8192:8192:8192,"
+         "bf16_2:4:512:5120:7168,bf16_2:4:4096:4096:14336,bf16_2:4:11408:8192:8192,"
+         "fp8:4096:4096:4096,fp8:8192:8192:8192")
+#: metric base names (with the roll-up and ratio asked for each); a name this ncu does not list
+#: is left out (its absence is in the log)
+WANTED = [
+    ("gpu__time_duration", ".sum"),
+    ("sm__cycles_elapsed", ".avg.per_second"),
+    ("sm__cycles_elapsed", ".avg"),
+    ("sm__cycles_active", ".avg"),
+    ("sm__pipe_tensor_op_gmma_cycles_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__pipe_tensor_op_gmma_cycles_active", ".avg.pct_of_peak_sustained_active"),
+    ("sm__pipe_tensor_op_hmma_cycles_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__pipe_tensor_cycles_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__inst_executed_pipe_tensor_op_gmma", ".sum"),
+    ("sm__warps_active", ".avg.pct_of_peak_sustained_active"),
+    ("lts__t_bytes", ".sum"),
+    ("lts__cycles_elapsed", ".avg.per_second"),
+    ("dram__bytes_read", ".sum"),
+    ("launch__grid_size", ""),
+    ("launch__cluster_dim_x", ""),
+]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--stem", default="h100_micro_tensor_pipe")
+    ap.add_argument("--seconds", type=float, default=0.5)
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    listed = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
+    names = {line.split()[0] for line in listed.splitlines() if line.strip() and "__" in line.split()[0]}
+    with open(os.path.join(args.out, "ncu_tensor_metrics.txt"), "w") as f:
+        f.write("\n".join(sorted(n for n in names if "tensor" in n or "gmma" in n or "hmma" in n)) + "\n")
+    metrics = [b + s for b, s in WANTED if b in names or b.startswith("launch__")]
+    print("metrics asked:", metrics, "missing:", [b for b, _ in WANTED if b not in names and not b.startswith("launch__")],
+          flush=True)
+    env = dict(os.environ, MICRO_L2_METRICS=",".join(metrics), MICRO_L2_GEMMS=os.environ.get("MICRO_L2_GEMMS", GEMMS),
+               MICRO_L2_STEM=args.stem)
+    return subprocess.run([sys.executable, os.path.join(HERE, "micro_l2_counters.py"), "--out", args.out,
+                           "--seconds", str(args.seconds)], env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
