@@ -44,7 +44,7 @@ def test_every_kernel_fits_shared_memory(chip):
     n = 0
     for kernels in ms.array_kernels.values():
         for entry in kernels:
-            m, nn, stages, _, kb = kernel_entry(entry)
+            m, nn, stages, _, kb, _ = kernel_entry(entry)
             assert kb, "every sm80 kernel states its k tile"
             assert stages * (m + nn) * kb <= ms.shared_memory_bytes
             n += 1

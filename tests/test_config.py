@@ -597,7 +597,10 @@ def test_library_array_lists_must_name_arrays_of_the_chip(key, value, path):
 @pytest.mark.parametrize("override,key", [
     ('mapping.array_kernels={"tensor_cores_sm80": [[64, 0, 6]]}', "mapping.array_kernels"),
     ("mapping.attention_split_kv=never", "mapping.attention_split_kv"),
-    ('mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 1]]}', "mapping.array_kernels.cuda_cores.0"),
+    ('mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 0.8, 1]]}', "mapping.array_kernels.cuda_cores.0"),
+    # a kernel's rate share is a share of the array's rate: above 1 or at 0 it is refused
+    ('mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 1.5]]}', "mapping.array_kernels.cuda_cores.0"),
+    ('mapping.array_kernels={"cuda_cores": [[64, 64, 3, 64, 0]]}', "mapping.array_kernels.cuda_cores.0"),
     ("mapping.attention_gqa_packing=sometimes", "mapping.attention_gqa_packing"),
     ('mapping.attention_tiles={"tensor_cores": [128]}', "mapping.attention_tiles"),
     ("cores.arrays.tensor_cores.sparse_2_4_speedup=3", "sparse_2_4_speedup"),

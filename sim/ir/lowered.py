@@ -132,6 +132,8 @@ class TileProblem:
     tile_kernels: tuple[tuple[int, int, int, int], ...] | None = None
     # threads per block of each of tile_kernels (0: the block uses the whole core)
     tile_kernel_threads: tuple[int, ...] | None = None
+    # the share of the array's rate each of tile_kernels sustains (None: all 1)
+    tile_kernel_rate_shares: tuple[float, ...] | None = None
     # blocks sharing one core at once (SIMT kernels whose blocks have fewer threads than the
     # array has lanes): the engine runs cores x blocks_per_core block slots, each with this
     # share of the core's compute rate, fill port and request window

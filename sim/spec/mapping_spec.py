@@ -27,18 +27,25 @@ class KernelSpec(_Spec):
     stages: _int(1, 64)
     # threads per block on an array of one lane per PE (SIMT), as the list's fourth value
     threads: Optional[_int(1, 1 << 20)] = None
+    # the share of the array's rate (its macs_per_pe_per_cycle) this kernel's compute loop
+    # sustains, as the list's fifth value: a SIMT kernel with a small register tile per thread
+    # spends more of its issue slots on shared-memory loads and loop overhead than the kernel
+    # the array's rate was measured on (None: 1, that rate)
+    rate_share: Optional[_num(gt=0, le=1)] = None
 
     def as_tuple(self) -> tuple:
-        """(tile_m, tile_n, stages, threads or 0, tile_k_bytes or 0)."""
-        return (self.tile_m, self.tile_n, self.stages, self.threads or 0, self.tile_k_bytes or 0)
+        """(tile_m, tile_n, stages, threads or 0, tile_k_bytes or 0, rate share)."""
+        return (self.tile_m, self.tile_n, self.stages, self.threads or 0, self.tile_k_bytes or 0,
+                float(self.rate_share or 1.0))
 
 
 def kernel_entry(entry) -> tuple:
-    """An ``array_kernels`` entry as (tile_m, tile_n, stages, threads or 0, tile_k_bytes or 0)."""
+    """An ``array_kernels`` entry as (tile_m, tile_n, stages, threads or 0, tile_k_bytes or 0,
+    rate share)."""
     if isinstance(entry, KernelSpec):
         return entry.as_tuple()
     t = tuple(entry)
-    return (t[0], t[1], t[2], t[3] if len(t) > 3 else 0, 0)
+    return (t[0], t[1], t[2], t[3] if len(t) > 3 else 0, 0, float(t[4]) if len(t) > 4 else 1.0)
 
 
 class MappingSpec(_Spec):
@@ -73,9 +80,12 @@ class MappingSpec(_Spec):
     # (tile_m, tile_n, smem stages) it offers, and its split-K factors (default split_k).
     # An optional fourth value is the kernel's threads per block on an array of one lane
     # per PE (SIMT): a block of fewer threads than the array has PEs uses only that share
-    # of it, and as many such blocks as fit share the core at once
+    # of it, and as many such blocks as fit share the core at once; an optional fifth, the
+    # share of the array's rate its compute loop sustains (KernelSpec.rate_share)
     array_kernels: dict[str, tuple[Union[tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64)],
                                          tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64), _int(1, 1 << 20)],
+                                         tuple[_int(1, 1 << 20), _int(1, 1 << 20), _int(1, 64), _int(1, 1 << 20),
+                                               _num(gt=0, le=1)],
                                          KernelSpec],
                                    ...]] = {}
     array_split_k: dict[str, tuple[_int(1, 1024), ...]] = {}
@@ -139,7 +149,7 @@ class MappingSpec(_Spec):
         problems = []
         for name, kernels in self.array_kernels.items():
             for i, entry in enumerate(kernels):
-                m, n, stages, _, k_bytes = kernel_entry(entry)
+                m, n, stages, _, k_bytes, _ = kernel_entry(entry)
                 k_bytes = k_bytes or self.tile_k_bytes
                 if not k_bytes:
                     continue

@@ -1,4 +1,5 @@
-"""How busy the tensor pipes are in cuBLAS / cuSPARSELt GEMMs of every size, from the counters.
+"""How busy the tensor pipes are in cuBLAS / cuSPARSELt GEMMs of every size, from the counters
+(``--set simt``: the FMA pipe and the warp stall reasons of cuBLAS's fp32 SIMT kernels).
 
 Why: ``h200_sxm.yaml``'s L2 bandwidth (``l2.bytes_per_cycle: 4251``) is a calibration below what
 the counters say the L2 delivers (>= 11.2 TB/s at 1.705 GHz in cuSPARSELt's 2:4 kernel).  With
@@ -9,7 +10,7 @@ share of the kernel's cycles its tensor pipe (wgmma on Hopper, mma.sync for sm80
 was active, next to the SM clock, the L2 traffic and the kernel time.  Hopper's SMs and L2 are
 the same die on the H100 and the H200, so either GPU answers.
 
-    python3 validation/gpu/micro_tensor_pipe.py --out DIR [--stem h100_micro_tensor_pipe]
+    python3 validation/gpu/micro_tensor_pipe.py --out DIR [--stem h100_micro_tensor_pipe] [--set simt]
 
 It lists the tensor metrics this ncu knows (DIR/ncu_tensor_metrics.txt), keeps those of
 WANTED that exist, and runs validation/gpu/micro_l2_counters.py with them
@@ -31,6 +32,32 @@ GEMMS = ("bf16:256:4096:4096,bf16:512:4096:11008,bf16:1024:4544:4672,bf16:2048:4
          "bf16:4096:4096:4096,bf16:4096:4096:14336,bf16:8192:8192:8192,"
          "bf16_2:4:512:5120:7168,bf16_2:4:4096:4096:14336,bf16_2:4:11408:8192:8192,"
          "fp8:4096:4096:4096,fp8:8192:8192:8192")
+#: ``--set simt``: fp32 GEMMs (TF32 off) that cuBLAS runs on its SIMT kernels, the small and
+#: short-k ones the model prices 25-40 % fast (README, "FP32 GEMMs") and large ones it prices well
+SIMT_GEMMS = ("fp32:200:256:896,fp32:640:357:692,fp32:4608:320:1216,fp32:4992:704:448,fp32:3615:192:7568,"
+              "fp32:512:192:4800,fp32:48:1536:1536,fp32:384:4096:4096,fp32:2558:2048:8192,fp32:6768:2048:8192")
+#: what a barrier-synchronised k-step loop spends its cycles on: the FMA pipe's share, issue
+#: activity, occupancy and the warp stall reasons (warps stalled per issuing cycle)
+SIMT_WANTED = [
+    ("gpu__time_duration", ".sum"),
+    ("sm__cycles_elapsed", ".avg.per_second"),
+    ("sm__cycles_elapsed", ".avg"),
+    ("sm__cycles_active", ".avg"),
+    ("sm__pipe_fma_cycles_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__inst_executed_pipe_fma", ".sum"),
+    ("smsp__issue_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__warps_active", ".avg.pct_of_peak_sustained_active"),
+    ("smsp__average_warps_issue_stalled_barrier_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_mio_throttle_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_wait_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_not_selected_per_issue_active", ".ratio"),
+    ("smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active", ".ratio"),
+    ("launch__grid_size", ""),
+    ("launch__block_size", ""),
+]
 #: metric base names (with the roll-up and ratio asked for each); a name this ncu does not list
 #: is left out (its absence is in the log)
 WANTED = [
@@ -57,16 +84,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--stem", default="h100_micro_tensor_pipe")
     ap.add_argument("--seconds", type=float, default=0.5)
+    ap.add_argument("--set", choices=("tensor", "simt"), default="tensor", help="which GEMMs and counters")
     args = ap.parse_args(argv)
+    wanted, gemms = (SIMT_WANTED, SIMT_GEMMS) if args.set == "simt" else (WANTED, GEMMS)
     os.makedirs(args.out, exist_ok=True)
     listed = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
     names = {line.split()[0] for line in listed.splitlines() if line.strip() and "__" in line.split()[0]}
     with open(os.path.join(args.out, "ncu_tensor_metrics.txt"), "w") as f:
-        f.write("\n".join(sorted(n for n in names if "tensor" in n or "gmma" in n or "hmma" in n)) + "\n")
-    metrics = [b + s for b, s in WANTED if b in names or b.startswith("launch__")]
-    print("metrics asked:", metrics, "missing:", [b for b, _ in WANTED if b not in names and not b.startswith("launch__")],
+        f.write("\n".join(sorted(n for n in names if any(w in n for w in ("tensor", "gmma", "hmma", "fma", "stalled"))))
+                + "\n")
+    metrics = [b + s for b, s in wanted if b in names or b.startswith("launch__")]
+    print("metrics asked:", metrics, "missing:", [b for b, _ in wanted if b not in names and not b.startswith("launch__")],
           flush=True)
-    env = dict(os.environ, MICRO_L2_METRICS=",".join(metrics), MICRO_L2_GEMMS=os.environ.get("MICRO_L2_GEMMS", GEMMS),
+    env = dict(os.environ, MICRO_L2_METRICS=",".join(metrics), MICRO_L2_GEMMS=os.environ.get("MICRO_L2_GEMMS", gemms),
                MICRO_L2_STEM=args.stem)
     return subprocess.run([sys.executable, os.path.join(HERE, "micro_l2_counters.py"), "--out", args.out,
                            "--seconds", str(args.seconds)], env=env).returncode

@@ -312,8 +312,10 @@ def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) 
         kernels = [kernel_entry(t) for t in ms.array_kernels[array]]
         # (tile_m, tile_n, stages, k tile in elements or 0 for the mapping's)
         fields["tile_kernels"] = tuple((m, n, st, max(1, int(kb // max(narrow, 1e-9))) if kb else 0)
-                                       for m, n, st, _, kb in kernels)
+                                       for m, n, st, _, kb, _ in kernels)
         fields["tile_kernel_threads"] = tuple(t[3] for t in kernels)
+        if any(t[5] != 1.0 for t in kernels):
+            fields["tile_kernel_rate_shares"] = tuple(t[5] for t in kernels)
     if array in ms.array_outstanding_requests:
         fields["max_outstanding"] = ms.array_outstanding_requests[array]
     if array in ms.array_inflight_from_stages:
@@ -473,24 +475,31 @@ def blocks_sharing_cores(prob: TileProblem, lanes: int) -> list[tuple[TileProble
     """A problem per group of the library's kernels that share a core the same way:
     (problem, blocks per core).  A SIMT kernel whose blocks have fewer threads than the
     array has lanes runs several blocks on one core, each at that share of its rate; the
-    others (and problems without per-kernel threads) use the whole core."""
+    others (and problems without per-kernel threads) use the whole core.  A kernel whose
+    compute loop sustains only a share of the array's rate (``tile_kernel_rate_shares``)
+    takes 1 / share as many cycles per step (and per fill and drain)."""
     threads = prob.tile_kernel_threads
-    if not prob.tile_kernels or not threads or not any(threads):
+    shares = prob.tile_kernel_rate_shares
+    if not prob.tile_kernels or ((not threads or not any(threads)) and not shares):
         return [(prob, 1)]
-    groups: dict[int, list] = {}
-    for kern, thr in zip(prob.tile_kernels, threads):
+    groups: dict[tuple[int, float], list] = {}
+    for i, kern in enumerate(prob.tile_kernels):
+        thr = threads[i] if threads else 0
         f = max(1, lanes // thr) if thr else 1
-        groups.setdefault(f, []).append(kern)
+        groups.setdefault((f, float(shares[i]) if shares else 1.0), []).append(kern)
     out = []
-    for f, kernels in sorted(groups.items()):
-        if f == 1:
-            out.append((dataclasses.replace(prob, tile_kernels=tuple(kernels), tile_kernel_threads=None), 1))
+    for (f, share), kernels in sorted(groups.items()):
+        one = dataclasses.replace(prob, tile_kernels=tuple(kernels), tile_kernel_threads=None,
+                                  tile_kernel_rate_shares=None)
+        if f == 1 and share == 1.0:
+            out.append((one, 1))
             continue
+        scale = f / share
         step, tail = prob.cycles_fn, prob.tail_fn
         out.append((dataclasses.replace(
-            prob, tile_kernels=tuple(kernels), tile_kernel_threads=None, blocks_per_core=f,
-            cycles_fn=lambda mt, nt, kt, _s=step, _f=f: _s(mt, nt, kt) * _f,
-            tail_fn=None if tail is None else (lambda mt, nt, kt, _t=tail, _f=f: _t(mt, nt, kt) * _f)), f))
+            one, blocks_per_core=f,
+            cycles_fn=lambda mt, nt, kt, _s=step, _x=scale: _s(mt, nt, kt) * _x,
+            tail_fn=None if tail is None else (lambda mt, nt, kt, _t=tail, _x=scale: _t(mt, nt, kt) * _x)), f))
     return out
 
 
