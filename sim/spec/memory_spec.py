@@ -416,7 +416,8 @@ def _level_rules(raw: dict) -> list[tuple[tuple[Any, ...], str, Any]]:
         return []
     out: list[tuple[tuple[Any, ...], str, Any]] = []
     n = len(levels)
-    kinds = [lv.get("kind") if isinstance(lv, dict) else None for lv in levels]
+    # (a kind that is not a string - a list, a mapping - is not a kind: its own error says so)
+    kinds = [lv.get("kind") if isinstance(lv, dict) and isinstance(lv.get("kind"), str) else None for lv in levels]
     seen: dict[str, int] = {}
     for i, lv in enumerate(levels):
         name = lv.get("name") if isinstance(lv, dict) else None

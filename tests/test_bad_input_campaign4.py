@@ -1,0 +1,23 @@
+"""Bad input found by mutating the shipped YAML files at random (session 25: 550 mutated chip and
+model files run through `sim gemm` / `sim run`, then every other kind through `sim check`):
+each case exits 2 with one message naming the file, line and key - never an internal error."""
+from __future__ import annotations
+
+import pytest
+
+# the CLI runner and the refusal check of the first campaign (tests/ is on the path under pytest)
+from test_bad_input import ROOT, refused, sim  # noqa: F401
+
+
+@pytest.mark.parametrize("value", ["[1, 2]", "{a: 1}", "{}"])
+def test_a_memory_level_kind_that_is_a_list_or_a_mapping(tmp_path, value):
+    # was 'internal error: TypeError: unhashable type' (the level rules looked the value up as a kind name)
+    text = (ROOT / "arch_configs" / "edge_npu.yaml").read_text()
+    assert "\n    - kind: dram\n" in text
+    d = tmp_path / "arch_configs"
+    d.mkdir()
+    f = d / "edge_npu.yaml"
+    f.write_text(text.replace("\n    - kind: dram\n", f"\n    - kind: {value}\n", 1))
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if ln == f"    - kind: {value}")
+    refused(sim("check", str(f)), f"edge_npu.yaml:{line}: memory.levels.1.kind: unknown kind",
+            "(valid: registers, sram, dram)")
