@@ -140,19 +140,22 @@ class RuntimeSpec(_Spec):
 
     op_launch_overhead_ns: _num(ge=0, le=1e9) = 0.0
     event_timing_overhead_ns: _num(ge=0, le=1e9) = 0.0
-    # the runtime's device-to-device memcpy: above memcpy_split_bytes, a size that is not a
+    # the runtime's device-to-device memcpy: memcpy_overhead_ns more than a kernel launch of
+    # the same bytes (its own API path); above memcpy_split_bytes, a size that is not a
     # whole number of memcpy_page_bytes costs memcpy_tail_ns more (its tail is a second
     # operation); 0 = no such cost
+    memcpy_overhead_ns: _num(ge=0, le=1e9) = 0.0
     memcpy_split_bytes: _int(0, 1 << 50) = 0
     memcpy_page_bytes: _int(1, 1 << 30) = 4096
     memcpy_tail_ns: _num(ge=0, le=1e9) = 0.0
 
     def memcpy_extra_ns(self, nbytes: int) -> float:
         """Extra time of one device-to-device memcpy of ``nbytes`` beyond its bytes."""
+        extra = float(self.memcpy_overhead_ns)
         split = self.memcpy_split_bytes
         if split and nbytes > split and nbytes % self.memcpy_page_bytes:
-            return float(self.memcpy_tail_ns)
-        return 0.0
+            extra += float(self.memcpy_tail_ns)
+        return extra
 
 
 class InterconnectSpec(_Spec):
