@@ -72,7 +72,7 @@ METRIC_GROUPS = [
 ]
 #: MICRO_L2_METRICS="m1,m2;m3,..." replaces the metric groups above (";" separates the groups,
 #: each one ncu pass per workload): validation/gpu/micro_tensor_pipe.py asks for the tensor pipes' activity
-KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm|sdpa|Kernel2"
+KERNEL_REGEX = "regex:sparse_gemm|nvjet|l2_read|gemm|gemv|sdpa|Kernel2"
 if os.environ.get("MICRO_L2_METRICS"):
     METRIC_GROUPS = [[m for m in g.split(",") if m] for g in os.environ["MICRO_L2_METRICS"].split(";") if g]
 
