@@ -21,3 +21,11 @@ def test_a_memory_level_kind_that_is_a_list_or_a_mapping(tmp_path, value):
     line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if ln == f"    - kind: {value}")
     refused(sim("check", str(f)), f"edge_npu.yaml:{line}: memory.levels.1.kind: unknown kind",
             "(valid: registers, sram, dram)")
+
+
+def test_a_list_with_too_few_values_says_so(tmp_path):
+    # was 'missing required key' (a list position read as a key of a mapping)
+    proc = sim("gemm", "h200_sxm", "--m", "64", "--k", "64", "--n", "64", "-q",
+               "--set", 'mapping.attention_tiles={"tensor_cores": [128]}')
+    refused(proc, "mapping.attention_tiles.tensor_cores.1: too few values: nothing at position 1")
+    assert "missing required key" not in proc.stderr

@@ -203,6 +203,10 @@ def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlD
             if msg is None:
                 close = difflib.get_close_matches(str(loc[-1]), list(valid), n=1)
                 msg = f"unknown key '{loc[-1]}'" + (f"; did you mean '{close[0]}'?" if close else "")
+        elif kind == "missing" and raw and isinstance(raw[-1], int):
+            # a position of a fixed-length list (a tuple), not a key: no key list applies
+            msg = f"too few values: nothing at position {raw[-1]} (positions count from 0)"
+            valid = ()
         elif kind == "missing":
             msg = "missing required key"
         elif kind in ("union_tag_invalid", "union_tag_not_found"):
