@@ -228,18 +228,21 @@ def _slots_peek(buf, meta, r, k, m, in_order, t, scratch):
     """Like :func:`_slots_wait` but leaves the slots as they were (``scratch``: >= k floats)."""
     if in_order:
         return _slots_wait(buf, meta, r, k, m, in_order, t)
-    size0 = meta[r, 1]
-    need = size0 + k - m
+    size = meta[r, 1]
+    need = size + k - m
     if need <= 0:
         return t
-    # pop `need` minima into scratch, then push them back
-    for q in range(need):
-        scratch[q] = buf[r, 0]
-        _slots_wait(buf, meta, r, 1, meta[r, 1], in_order, t)
-    for q in range(need):
-        _slots_fill(buf, meta, r, 1, m, in_order, scratch[q])
-    if scratch[need - 1] > t:
-        t = scratch[need - 1]
+    if need == 1:
+        top = buf[r, 0]   # the heap's minimum, read in place
+    else:
+        # the need-th earliest completion: pop the need earliest into scratch, push them back
+        for q in range(need):
+            scratch[q] = _window_pop(buf, r, size - q)
+        for q in range(need):
+            _window_push(buf, r, size - need + q, scratch[q])
+        top = scratch[need - 1]
+    if top > t:
+        t = top
     return t
 
 
