@@ -2,7 +2,9 @@
 error into a :class:`~sim.errors.ConfigProblem` with the file's line, the dotted path of keys
 (union markers and tagged-union tags removed), the valid keys at that place, "did you mean"
 hints, and exact messages for keys that belong elsewhere (:data:`HF_MODEL_KEYS`, a model key
-given to a chip).
+given to a chip).  Where a value may take several forms (an untagged union: a kernel entry is a
+list or a mapping), only the problems of the form it was written in are reported
+(:func:`_prune_union_branches`), not one per form pydantic tried.
 
 Walking a model's annotations along an error location is most of the loader's code and
 needs none of the reading or override logic, so it lives on its own;
@@ -100,12 +102,30 @@ def _walk_loc(model: Any, loc: Loc) -> tuple[Loc, list[Any]]:
     current: list[Any] = [model]
     clean: list[Any] = []
     for part in loc:
-        if isinstance(part, str) and ("[" in part or part.startswith("function-")):
+        if isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-"))):
+            continue
+        member = _member_named(current, part)
+        if member is not None:  # an untagged union's member, by its class name: not a key
+            current = [member]
             continue
         current, is_tag = _step(current, part)
         if not is_tag:
             clean.append(part)
     return tuple(clean), current
+
+
+def _member_named(current: list[Any], part: Any) -> type | None:
+    """The member called ``part`` of an untagged union in ``current`` (pydantic names a
+    member by its class, ``int`` or ``LengthSpec``, in error locations), else None."""
+    if not isinstance(part, str):
+        return None
+    members = [c for cand in current for c in _unwrap(cand)]
+    if len(members) < 2:
+        return None
+    for c in members:
+        if isinstance(c, type) and c.__name__ == part:
+            return c
+    return None
 
 
 def _model_at(model: Any, loc: Loc) -> type[BaseModel] | None:
@@ -124,6 +144,95 @@ def _model_at(model: Any, loc: Loc) -> type[BaseModel] | None:
     return None
 
 
+def _union_branch(model: Any, loc: Loc) -> int | None:
+    """The position in a raw error location of the member tag of an untagged union (a type
+    such as ``tuple[int, int, int]``, or a model's class name), if the location has one:
+    pydantic tries each member and reports every member's errors."""
+    current: list[Any] = [model]
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-"))):
+            return i
+        if _member_named(current, part) is not None:
+            return i
+        current, _ = _step(current, part)
+    return None
+
+
+_ARITY = ("too_long", "too_short")
+
+
+def _tuple_arity(tag: str) -> int:
+    """Values a ``tuple[a, b, c]`` member takes (0 for any other member)."""
+    if not tag.startswith("tuple[") or "..." in tag:
+        return 0
+    depth, count = 0, 1
+    for ch in tag[len("tuple["):-1]:
+        depth += ch == "["
+        depth -= ch == "]"
+        count += ch == "," and depth == 0
+    return count
+
+
+def _kind_in_words(tag: str) -> str:
+    """What a union member's tag asks for, in a file's terms."""
+    inner = re.findall(r"\w+", tag.split("[", 1)[1]) if "[" in tag and tag.startswith("function-") else []
+    if tag.startswith(("tuple[", "list[")):
+        return "a list of values"
+    if tag[:1].isupper() or tag.startswith("dict[") or (inner and inner[-1][:1].isupper()):
+        return "a mapping of keys"
+    base = tag.rsplit("-", 1)[-1]
+    return {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}.get(base, tag)
+
+
+def _one_union_branch(prefix: Loc, branches: dict[str, list[dict]]) -> list[dict]:
+    """The errors of the union member the value was meant for (at ``prefix``): members of
+    another kind (a mapping where a list was given, or the reverse) are dropped; of the
+    rest, one the value's length fits; if it fits none, one error naming the lengths."""
+    def at_root(e):
+        return len(e["loc"]) == len(prefix) + 1
+
+    def arity(e):
+        return ((at_root(e) and e["type"] in _ARITY)
+                or (e["type"] == "missing" and len(e["loc"]) == len(prefix) + 2 and isinstance(e["loc"][-1], int)))
+
+    every = [e for errs in branches.values() for e in errs]
+    same_kind = {t: errs for t, errs in branches.items() if not any(at_root(e) and e["type"] not in _ARITY for e in errs)}
+    if not same_kind:
+        kinds = sorted({_kind_in_words(t) for t in branches})
+        return [dict(every[0], loc=prefix, type="union_kind", msg="expected " + " or ".join(kinds))]
+    fitting = {t: errs for t, errs in same_kind.items() if not any(arity(e) for e in errs)}
+    if fitting:
+        return min(fitting.values(), key=len)
+    counts = sorted({_tuple_arity(t) for t in same_kind} - {0})
+    got = next((e["input"] for e in every if isinstance(e.get("input"), (list, tuple))), None)
+    if not counts or got is None:
+        return min(same_kind.values(), key=len)
+    told = ", ".join(map(str, counts[:-1])) + (" or " if len(counts) > 1 else "") + str(counts[-1])
+    mapping = any(_kind_in_words(t) == "a mapping of keys" for t in branches)
+    return [{"type": "union_arity", "loc": prefix,
+             "msg": f"takes {told} values{' (or a mapping of keys)' if mapping else ''}, got {len(got)}"}]
+
+
+def _prune_union_branches(model: Any, errors: list[dict]) -> list[dict]:
+    """``errors`` with each untagged union's errors reduced to the member the value was
+    meant for (:func:`_one_union_branch`), in their original order."""
+    sites: dict[Loc, dict[str, list[dict]]] = {}
+    keep: list[tuple[int, dict]] = []
+    first_at: dict[Loc, int] = {}
+    for n, e in enumerate(errors):
+        i = _union_branch(model, tuple(e["loc"]))
+        if i is None:
+            keep.append((n, e))
+            continue
+        prefix = tuple(e["loc"][:i])
+        first_at.setdefault(prefix, n)
+        sites.setdefault(prefix, {}).setdefault(str(e["loc"][i]), []).append(e)
+    for prefix, branches in sites.items():
+        chosen = [e for errs in branches.values() for e in errs] if len(branches) < 2 else _one_union_branch(prefix, branches)
+        keep += [(first_at[prefix], e) for e in chosen]
+    return [e for _, e in sorted(keep, key=lambda x: x[0])]
+
+
 def _clean_loc(loc: Loc, model: Any = None) -> Loc:
     """Drop pydantic's union markers from an error location, and (given the model) the
     tags of tagged unions, so that the location is the path of keys in the file."""
@@ -131,7 +240,7 @@ def _clean_loc(loc: Loc, model: Any = None) -> Loc:
         return _walk_loc(model, loc)[0]
     out = []
     for part in loc:
-        if isinstance(part, str) and ("[" in part or part.startswith("function-")):
+        if isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-"))):
             continue
         out.append(part)
     return tuple(out)
@@ -188,7 +297,7 @@ def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlD
     """Convert pydantic errors to problems with line, dotted path, valid keys and hints."""
     problems: list[ConfigProblem] = []
     seen: set[tuple[str, str]] = set()
-    for err in exc.errors(include_url=False):
+    for err in _prune_union_branches(model, exc.errors(include_url=False)):
         raw = err["loc"]
         loc = _clean_loc(raw, model)
         kind = err["type"]
