@@ -87,7 +87,9 @@ def _kept(metric: str) -> bool:
             or metric in ("lts__t_sector_hit_rate.pct", "lts__cycles_elapsed.avg")
             or metric.endswith((".avg.pct_of_peak_sustained_elapsed", ".avg.pct_of_peak_sustained_active"))
             or metric.endswith((".avg", ".max")) and metric.startswith(("sm__", "smsp__"))
-            or metric.endswith(".ratio") or metric.startswith("launch__block_size"))
+            or metric.endswith(".ratio") or metric.startswith(("launch__block_size", "launch__registers",
+                                                                 "launch__shared_mem", "launch__occupancy"))
+            or metric == "sm__maximum_warps_per_active_cycle_pct")
 
 
 def _workloads():

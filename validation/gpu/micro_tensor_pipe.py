@@ -10,7 +10,7 @@ share of the kernel's cycles its tensor pipe (wgmma on Hopper, mma.sync for sm80
 was active, next to the SM clock, the L2 traffic and the kernel time.  Hopper's SMs and L2 are
 the same die on the H100 and the H200, so either GPU answers.
 
-    python3 validation/gpu/micro_tensor_pipe.py --out DIR [--stem h100_micro_tensor_pipe] [--set simt]
+    python3 validation/gpu/micro_tensor_pipe.py --out DIR [--stem h100_micro_tensor_pipe] [--set simt|occupancy]
 
 It lists the tensor metrics this ncu knows (DIR/ncu_tensor_metrics.txt), keeps those of
 WANTED that exist, and runs validation/gpu/micro_l2_counters.py with them
@@ -58,6 +58,33 @@ SIMT_WANTED = [
     ("launch__grid_size", ""),
     ("launch__block_size", ""),
 ]
+#: ``--set occupancy``: every fp32 kernel family cuBLAS runs on the case sets' shapes (the SIMT
+#: tiles 32x32 to 128x256, CUTLASS's simt_sgemm, gemv2T for m = 1, gemmSN for m = 2-8)
+OCC_GEMMS = ("fp32:200:256:896,fp32:640:357:692,fp32:12:1360:552,fp32:48:1536:1536,fp32:768:1024:8192,"
+             "fp32:384:4096:4096,fp32:256:4096:32768,fp32:1024:704:3200,fp32:4:96:472,fp32:32:1171:292,"
+             "fp32:64:3584:3584,fp32:64:5120:27648,fp32:16:4096:4096,fp32:1:4096:4096,fp32:2:5120:5120,"
+             "fp32:5:4864:896,fp32:3:2023:6794")
+#: how many blocks of each kernel an SM holds at once and what limits it (registers, shared
+#: memory, warps, blocks), the occupancy reached, and the L2 / DRAM traffic of their k-steps
+#: of 8 (32-byte rows of a k-major operand per step)
+OCC_WANTED = [
+    ("gpu__time_duration", ".sum"),
+    ("sm__cycles_elapsed", ".avg.per_second"),
+    ("launch__registers_per_thread", ""),
+    ("launch__shared_mem_per_block_static", ""),
+    ("launch__shared_mem_per_block_dynamic", ""),
+    ("launch__occupancy_limit_registers", ""),
+    ("launch__occupancy_limit_shared_mem", ""),
+    ("launch__occupancy_limit_warps", ""),
+    ("launch__occupancy_limit_blocks", ""),
+    ("sm__maximum_warps_per_active_cycle_pct", ""),
+    ("sm__warps_active", ".avg.pct_of_peak_sustained_active"),
+    ("lts__t_bytes", ".sum"),
+    ("lts__t_sector_hit_rate", ".pct"),
+    ("dram__bytes_read", ".sum"),
+    ("launch__grid_size", ""),
+    ("launch__block_size", ""),
+]
 #: metric base names (with the roll-up and ratio asked for each); a name this ncu does not list
 #: is left out (its absence is in the log)
 WANTED = [
@@ -84,16 +111,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--stem", default="h100_micro_tensor_pipe")
     ap.add_argument("--seconds", type=float, default=0.5)
-    ap.add_argument("--set", choices=("tensor", "simt"), default="tensor", help="which GEMMs and counters")
+    ap.add_argument("--set", choices=("tensor", "simt", "occupancy"), default="tensor", help="which GEMMs and counters")
     args = ap.parse_args(argv)
-    wanted, gemms = (SIMT_WANTED, SIMT_GEMMS) if args.set == "simt" else (WANTED, GEMMS)
+    wanted, gemms = {"simt": (SIMT_WANTED, SIMT_GEMMS), "occupancy": (OCC_WANTED, OCC_GEMMS)}.get(args.set, (WANTED, GEMMS))
     os.makedirs(args.out, exist_ok=True)
     listed = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
     names = {line.split()[0] for line in listed.splitlines() if line.strip() and "__" in line.split()[0]}
     with open(os.path.join(args.out, "ncu_tensor_metrics.txt"), "w") as f:
         f.write("\n".join(sorted(n for n in names if any(w in n for w in ("tensor", "gmma", "hmma", "fma", "stalled"))))
                 + "\n")
-    metrics = [b + s for b, s in wanted if b in names or b.startswith("launch__")]
+    metrics = [b + s for b, s in wanted if b in names or b.startswith(("launch__", "sm__maximum"))]
     print("metrics asked:", metrics, "missing:", [b for b, _ in wanted if b not in names and not b.startswith("launch__")],
           flush=True)
     env = dict(os.environ, MICRO_L2_METRICS=",".join(metrics), MICRO_L2_GEMMS=os.environ.get("MICRO_L2_GEMMS", gemms),
