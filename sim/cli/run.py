@@ -121,13 +121,15 @@ def run(args) -> int:
     note = _power_note(chip, res)
     if note:
         print(note)
-    df = res.dataframe()
     keys_ = (["phase"] if res.phase == "generate" else []) + ["op", "kind", "bound"]
-    top = (df.groupby(keys_, as_index=False)[["total_seconds"]].sum()
-           .sort_values("total_seconds", ascending=False).head(args.top))
-    top["share"] = top["total_seconds"] / df["total_seconds"].sum()
+    seconds: dict[tuple, float] = {}
+    for r in res.ops:
+        key = tuple(r[k] for k in keys_)
+        seconds[key] = seconds.get(key, 0.0) + r["total_seconds"]
+    total = sum(seconds.values())
+    top = sorted(seconds.items(), key=lambda kv: -kv[1])[:args.top]   # ties in the order the ops first run
     print("\nbiggest ops:")
-    print_table(top.to_dict("records"))
+    print_table([dict(zip(keys_, key), total_seconds=s, share=s / total if total else float("nan")) for key, s in top])
     return 0
 
 
