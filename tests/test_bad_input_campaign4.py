@@ -29,3 +29,21 @@ def test_a_list_with_too_few_values_says_so(tmp_path):
                "--set", 'mapping.attention_tiles={"tensor_cores": [128]}')
     refused(proc, "mapping.attention_tiles.tensor_cores.1: too few values: nothing at position 1")
     assert "missing required key" not in proc.stderr
+
+
+def test_a_control_character_in_a_config_file_names_its_line_and_column(tmp_path):
+    # was 'internal error: ReaderError' (PyYAML's reader refuses it before parsing starts)
+    text = (ROOT / "arch_configs" / "edge_npu.yaml").read_text()
+    lines = text.splitlines(keepends=True)
+    n = next(i for i, ln in enumerate(lines) if ln.startswith("clock_mhz:"))
+    lines[n] = lines[n].rstrip("\n") + "\x07\n"
+    f = tmp_path / "edge_npu.yaml"
+    f.write_text("".join(lines))
+    col = len(lines[n].rstrip("\n"))
+    for proc in (sim("check", str(f)), sim("gemm", str(f), "--m", "8", "--k", "8", "--n", "8", "-q")):
+        refused(proc, f"edge_npu.yaml:{n + 1}: character U+0007 at column {col} is not allowed in YAML")
+
+
+def test_a_control_character_in_a_set_value_is_not_an_internal_error():
+    proc = sim("gemm", "edge_npu", "--m", "8", "--k", "8", "--n", "8", "-q", "--set", "name=x\x07")
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
