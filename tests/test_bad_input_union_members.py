@@ -75,3 +75,15 @@ def test_a_length_of_neither_form_names_both(tmp_path):
     proc = sim("sweep", str(f), "--dry-run")
     refused(proc, f"serving.yaml:{line}: workloads.0.prompt: expected a mapping of keys or an integer (got 'abc')")
     assert len(_problems(proc)) == 1, proc.stderr
+
+
+def test_a_key_with_a_bracket_is_a_key_not_a_union_member(tmp_path):
+    # was 'internal error: IndexError' (a key holding '[' was dropped from the path as if it
+    # were the name of a union member, leaving no key to suggest a spelling for)
+    text = (ROOT / "workloads" / "tiny.yaml").read_text()
+    assert "\nschema_version: 1\n" in text
+    f = tmp_path / "tiny.yaml"
+    f.write_text(text.replace("\nschema_version: 1\n", "\nschem[a_version: 1\n", 1))
+    line = f.read_text().splitlines().index("schem[a_version: 1") + 1
+    refused(sim("run", "edge_npu", str(f), "--phase", "decode", "-q"),
+            f"tiny.yaml:{line}: schem[a_version: unknown key 'schem[a_version'; did you mean 'schema_version'?")

@@ -102,7 +102,7 @@ def _walk_loc(model: Any, loc: Loc) -> tuple[Loc, list[Any]]:
     current: list[Any] = [model]
     clean: list[Any] = []
     for part in loc:
-        if isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-"))):
+        if _union_marker(current, part):
             continue
         member = _member_named(current, part)
         if member is not None:  # an untagged union's member, by its class name: not a key
@@ -112,6 +112,15 @@ def _walk_loc(model: Any, loc: Loc) -> tuple[Loc, list[Any]]:
         if not is_tag:
             clean.append(part)
     return tuple(clean), current
+
+
+def _union_marker(current: list[Any], part: Any) -> bool:
+    """Whether ``part`` names a member of an untagged union at ``current`` by its type
+    (``tuple[int, int, int]``, ``function-after[...]``), not a key: only where ``current``
+    is such a union, since a key in a file may hold a ``[`` too (``schem[a_version: 1``)."""
+    if not isinstance(part, str) or not ("[" in part or part.startswith(("function-", "constrained-"))):
+        return False
+    return len([c for cand in current for c in _unwrap(cand)]) > 1
 
 
 def _member_named(current: list[Any], part: Any) -> type | None:
@@ -150,7 +159,7 @@ def _union_branch(model: Any, loc: Loc) -> int | None:
     pydantic tries each member and reports every member's errors."""
     current: list[Any] = [model]
     for i, part in enumerate(loc):
-        if isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-"))):
+        if _union_marker(current, part):
             return i
         if _member_named(current, part) is not None:
             return i
