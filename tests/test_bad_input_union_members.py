@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from test_bad_input import ROOT, refused, sim  # noqa: F401
 
 _LIB = ROOT / "kernel_libraries" / "cublas_sm90.yaml"
@@ -28,19 +30,14 @@ def _problems(proc) -> list[str]:
     return [ln.strip() for ln in proc.stderr.splitlines() if re.search(r"\.yaml:\d+: ", ln)]
 
 
-def test_a_kernel_entry_with_too_many_values_is_one_message(tmp_path):
-    f, line = _library(tmp_path, _SM80, "    tensor_cores_sm80: [[64, 64, 6, 1, 2, 3], [128, 64, 3]")
+@pytest.mark.parametrize("entries,problem", [
+    ("[[64, 64, 6, 1, 2, 3], [128, 64, 3]", "0: takes 3, 4 or 5 values (or a mapping of keys), got 6"),
+    ("[[64, -64, 6], [128, 64, 3]", "0.1: Input should be greater than or equal to 1 (got -64)"),
+])
+def test_a_kernel_entry_list_gets_one_message_for_its_own_form(tmp_path, entries, problem):
+    f, line = _library(tmp_path, _SM80, "    tensor_cores_sm80: " + entries)
     proc = sim("check", str(f))
-    refused(proc, f"lib.yaml:{line}: mapping.array_kernels.tensor_cores_sm80.0: takes 3, 4 or 5 values "
-                  "(or a mapping of keys), got 6")
-    assert len(_problems(proc)) == 1, proc.stderr
-
-
-def test_a_kernel_entry_with_a_bad_value_names_only_that_value(tmp_path):
-    f, line = _library(tmp_path, _SM80, "    tensor_cores_sm80: [[64, -64, 6], [128, 64, 3]")
-    proc = sim("check", str(f))
-    refused(proc, f"lib.yaml:{line}: mapping.array_kernels.tensor_cores_sm80.0.1: Input should be greater than "
-                  "or equal to 1 (got -64)")
+    refused(proc, f"lib.yaml:{line}: mapping.array_kernels.tensor_cores_sm80.{problem}")
     assert len(_problems(proc)) == 1, proc.stderr
     assert "too few values" not in proc.stderr and "KernelSpec" not in proc.stderr
 
