@@ -120,6 +120,8 @@ def _union_marker(current: list[Any], part: Any) -> bool:
     is such a union, since a key in a file may hold a ``[`` too (``schem[a_version: 1``)."""
     if not isinstance(part, str) or not ("[" in part or part.startswith(("function-", "constrained-"))):
         return False
+    if part == "[key]":  # pydantic's marker of a mapping's key (not its value) being wrong
+        return True
     return len([c for cand in current for c in _unwrap(cand)]) > 1
 
 
@@ -204,8 +206,11 @@ def _one_union_branch(prefix: Loc, branches: dict[str, list[dict]]) -> list[dict
         return ((at_root(e) and e["type"] in _ARITY)
                 or (e["type"] == "missing" and len(e["loc"]) == len(prefix) + 2 and isinstance(e["loc"][-1], int)))
 
+    def other_kind(e):  # the value is not of this member's kind at all (a list for a mapping, ...)
+        return at_root(e) and (e["type"].endswith(("_type", "_parsing")) or e["type"] == "model_attributes_type")
+
     every = [e for errs in branches.values() for e in errs]
-    same_kind = {t: errs for t, errs in branches.items() if not any(at_root(e) and e["type"] not in _ARITY for e in errs)}
+    same_kind = {t: errs for t, errs in branches.items() if not any(other_kind(e) for e in errs)}
     if not same_kind:
         kinds = sorted({_kind_in_words(t) for t in branches})
         return [dict(every[0], loc=prefix, type="union_kind", msg="expected " + " or ".join(kinds))]
