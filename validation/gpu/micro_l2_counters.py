@@ -105,6 +105,14 @@ def _workloads():
     torch.manual_seed(1234)
     out = {}
     for name, dt, m, k, n in GEMMS:
+        if dt.endswith("_nn"):
+            # x @ W with W stored [k, n] row-major, as a serving loop that keeps its weights
+            # transposed multiplies (cuBLAS's NN kernels; F.linear's W[n, k] runs TN ones)
+            tdt = M.TORCH_DT[dt[:-3]]
+            x = torch.randn(m, k, dtype=tdt, device=ctx.device)
+            w = torch.randn(k, n, dtype=tdt, device=ctx.device) * k ** -0.5
+            out[name] = (lambda x=x, w=w: x @ w)
+            continue
         fn, _backend, _objs = M.build_gemm(ctx, {"m": m, "k": k, "n": n, "dtype": dt})
         out[name] = fn
     for name, c in ATTN:
