@@ -47,3 +47,17 @@ def test_a_control_character_in_a_config_file_names_its_line_and_column(tmp_path
 def test_a_control_character_in_a_set_value_is_not_an_internal_error():
     proc = sim("gemm", "edge_npu", "--m", "8", "--k", "8", "--n", "8", "-q", "--set", "name=x\x07")
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["pareto", "heatmap"])
+def test_a_results_table_with_a_word_where_a_metric_goes_names_column_and_point(tmp_path, kind):
+    # was 'internal error: ValueError: could not convert string to float' (a damaged or hand-edited
+    # results file; found by byte-level mutations of a sweep's results.csv)
+    f = tmp_path / "results.csv"
+    f.write_text("point,workload,chip,cores.arrays.0.rows,memory.levels.vmem.capacity_kib,tokens_per_s,area_mm2,error\n"
+                 "0,decode,npu_128x128,64,1024,100.5,50.0,\n"
+                 "1,decode,npu_128x128,128,1024,2x0,80.0,\n"
+                 "2,decode,npu_128x128,64,2048,300.25,60.0,\n"
+                 "3,decode,npu_128x128,128,2048,310.0,90.0,\n")
+    refused(sim("plot", kind, str(f), "--out", str(tmp_path / "f.png")),
+            "results.csv: column 'tokens_per_s' holds '2x0' (point 1), not a number")

@@ -86,5 +86,7 @@ def run(args) -> int:
             msg = str(exc.args[0]) if exc.args else str(exc)
             hint = "; choose columns with --x / --y" + (" / --z" if kind == "heatmap" else "")
             raise SimError(f"{files}: {msg}{hint}") from None
+        except SimError as exc:
+            raise SimError(f"{files}: {exc}") from None
     print(f"wrote {path}", file=sys.stdout)
     return 0

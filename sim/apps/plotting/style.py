@@ -4,6 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
+from sim.errors import SimError
+
 _KIND_COLORS = {"gemm": "#1f77b4", "attention": "#d62728", "vector": "#2ca02c", "copy": "#9467bd",
                 "collective": "#8c564b", "conv2d": "#17becf"}
 _COMPONENT_COLORS = {"mac": "#1f77b4", "vector": "#2ca02c", "registers": "#bcbd22", "noc": "#7f7f7f",
@@ -53,6 +57,27 @@ def pd_num(s) -> bool:
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     return is_numeric_dtype(s.dtype) and not is_bool_dtype(s.dtype)
+
+
+def require_numeric(df, columns):
+    """``df`` with each of ``columns`` (those it has) as numbers: a column read as text whose
+    every value is a number is converted; one holding something else raises
+    :class:`~sim.errors.SimError` naming the column, the value and its point (a hand-edited
+    or damaged results file: ``'21é.2'`` made an internal error deep in matplotlib)."""
+    import pandas as pd
+
+    for col in dict.fromkeys(c for c in columns if c is not None and c in df.columns):
+        s = df[col]
+        if pd_num(s):
+            continue
+        num = pd.to_numeric(s, errors="coerce") if s.dtype != bool else s.astype(float) * np.nan
+        bad = s.notna() & num.isna()
+        if bad.any():
+            i = bad.idxmax()
+            where = f"point {df.at[i, 'point']}" if "point" in df.columns else f"row {i}"
+            raise SimError(f"column '{col}' holds {s[i]!r} ({where}), not a number; a figure needs numbers there")
+        df = df.assign(**{col: num})
+    return df
 
 
 def _plt():

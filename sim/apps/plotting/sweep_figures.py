@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sim.apps.plotting.style import _plt, _save, label_for, pd_num
+from sim.apps.plotting.style import _plt, _save, label_for, pd_num, require_numeric
 from sim.apps.sweep.analysis import objectives_for, pareto_front
 from sim.apps.sweep.spec import BREAKDOWN_PREFIXES, METRICS
 
@@ -103,6 +103,7 @@ def pareto(df, path: str | Path, x: str = "area_mm2", y: str = "tokens_per_s", c
         if c not in df.columns:
             raise KeyError(f"no column '{c}' in the results (columns: {', '.join(map(str, df.columns))})")
     ok = df[df["error"].isna()] if "error" in df.columns else df
+    ok = require_numeric(ok, (x, y))
     ok = ok[np.isfinite(ok[x].astype(float)) & np.isfinite(ok[y].astype(float))]
     xl, xs = label_for(x)
     yl, ys = label_for(y)
@@ -213,6 +214,7 @@ def heatmap(df, path: str | Path, x: str, y: str, z: str = "tokens_per_s", title
         if c not in df.columns:
             raise KeyError(f"no column '{c}' in the results (columns: {', '.join(map(str, df.columns))})")
     ok = df[df["error"].isna()] if "error" in df.columns else df
+    ok = require_numeric(ok, (z,))
     others = [p for p in _varying(ok, _params_of(df)) if p not in (x, y)
               and not (ok.groupby([x, y])[p].nunique(dropna=False) <= 1).all()]  # not a zipped twin
     how = agg
