@@ -49,15 +49,26 @@ def test_a_control_character_in_a_set_value_is_not_an_internal_error():
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def _results_csv(tmp_path, tokens_per_s_of_point_1: str):
+    f = tmp_path / "results.csv"
+    f.write_text("point,workload,chip,cores.arrays.0.rows,memory.levels.vmem.capacity_kib,tokens_per_s,area_mm2,error\n"
+                 "0,decode,npu_128x128,64,1024,100.5,50.0,\n"
+                 f"1,decode,npu_128x128,128,1024,{tokens_per_s_of_point_1},80.0,\n"
+                 "2,decode,npu_128x128,64,2048,300.25,60.0,\n"
+                 "3,decode,npu_128x128,128,2048,310.0,90.0,\n")
+    return f
+
+
 @pytest.mark.parametrize("kind", ["pareto", "heatmap"])
 def test_a_results_table_with_a_word_where_a_metric_goes_names_column_and_point(tmp_path, kind):
     # was 'internal error: ValueError: could not convert string to float' (a damaged or hand-edited
     # results file; found by byte-level mutations of a sweep's results.csv)
-    f = tmp_path / "results.csv"
-    f.write_text("point,workload,chip,cores.arrays.0.rows,memory.levels.vmem.capacity_kib,tokens_per_s,area_mm2,error\n"
-                 "0,decode,npu_128x128,64,1024,100.5,50.0,\n"
-                 "1,decode,npu_128x128,128,1024,2x0,80.0,\n"
-                 "2,decode,npu_128x128,64,2048,300.25,60.0,\n"
-                 "3,decode,npu_128x128,128,2048,310.0,90.0,\n")
-    refused(sim("plot", kind, str(f), "--out", str(tmp_path / "f.png")),
+    refused(sim("plot", kind, str(_results_csv(tmp_path, "2x0")), "--out", str(tmp_path / "f.png")),
             "results.csv: column 'tokens_per_s' holds '2x0' (point 1), not a number")
+
+
+@pytest.mark.parametrize("axes", [("--x", "tokens_per_s"), ("--x", "cores.arrays.0.rows", "--y", "cores.arrays.0.rows")])
+def test_a_heat_map_on_one_column_twice_says_so(tmp_path, axes):
+    # was 'internal error: ValueError: Grouper for ... not 1-dimensional' (option-value fuzzing)
+    proc = sim("plot", "heatmap", str(_results_csv(tmp_path, "200.0")), "--out", str(tmp_path / "f.png"), *axes)
+    refused(proc, "results.csv: a heat map needs three different columns")

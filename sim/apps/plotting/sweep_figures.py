@@ -11,6 +11,7 @@ import numpy as np
 from sim.apps.plotting.style import _plt, _save, label_for, pd_num, require_numeric
 from sim.apps.sweep.analysis import objectives_for, pareto_front
 from sim.apps.sweep.spec import BREAKDOWN_PREFIXES, METRICS
+from sim.errors import SimError
 
 
 def swept_parameters(df) -> list[str]:
@@ -213,6 +214,8 @@ def heatmap(df, path: str | Path, x: str, y: str, z: str = "tokens_per_s", title
     for c in (x, y, z):
         if c not in df.columns:
             raise KeyError(f"no column '{c}' in the results (columns: {', '.join(map(str, df.columns))})")
+    if len({x, y, z}) < 3:
+        raise SimError(f"a heat map needs three different columns: x {x!r}, y {y!r}, colour {z!r}")
     ok = df[df["error"].isna()] if "error" in df.columns else df
     ok = require_numeric(ok, (z,))
     others = [p for p in _varying(ok, _params_of(df)) if p not in (x, y)
