@@ -72,3 +72,19 @@ def test_a_heat_map_on_one_column_twice_says_so(tmp_path, axes):
     # was 'internal error: ValueError: Grouper for ... not 1-dimensional' (option-value fuzzing)
     proc = sim("plot", "heatmap", str(_results_csv(tmp_path, "200.0")), "--out", str(tmp_path / "f.png"), *axes)
     refused(proc, "results.csv: a heat map needs three different columns")
+
+
+def test_a_gemm_larger_than_the_chips_dram_is_simulated_not_an_internal_error():
+    # was 'internal error: ValueError: transfers must lie in [0, 4294967296)': the mapper's DRAM
+    # pattern probe laid 8 rows of a 1 TB weight tensor out past the end of edge_npu's 4 GiB
+    proc = sim("--no-cache", "gemm", "edge_npu", "--m", "64", "--k", "64", "--n", str(1 << 40), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "cycles" in proc.stdout
+
+
+def test_an_infinite_dimension_is_a_shape_error():
+    # was OverflowError from int(inf) in the Python API
+    from sim import Gemm
+    from sim.errors import ShapeError
+    with pytest.raises(ShapeError, match="m must be a whole number, got inf"):
+        Gemm("g", float("inf"), 64, 64)

@@ -19,7 +19,7 @@ def _positive(op: Any, *names: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             try:
                 as_int = int(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):   # OverflowError: an infinite float
                 raise ShapeError(f"{type(op).__name__} '{op.name}': {name} must be a whole number, got {value!r}") from None
             if as_int != value:
                 raise ShapeError(f"{type(op).__name__} '{op.name}': {name} must be a whole number, got {value!r}")
