@@ -1,7 +1,11 @@
 """Bad input found by mutating the shipped YAML files at random (session 25: 550 mutated chip and
-model files run through `sim gemm` / `sim run`, then every other kind through `sim check`):
-each case exits 2 with one message naming the file, line and key - never an internal error."""
+model files run through `sim gemm` / `sim run`, then every other kind through `sim check`;
+session 26: byte-level mutations of every input kind, random option values and a Python API
+fuzz): each case exits 2 with one message naming the file, line and key (the Python API: a
+SimError) - never an internal error."""
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -88,3 +92,19 @@ def test_an_infinite_dimension_is_a_shape_error():
     from sim.errors import ShapeError
     with pytest.raises(ShapeError, match="m must be a whole number, got inf"):
         Gemm("g", float("inf"), 64, 64)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda sim_: sim_.simulate_gemm(5, 8, 8, 8), "a chip is a ChipSpec, a name from arch_configs/ or a YAML path, got 5"),
+    (lambda sim_: sim_.run_llm(None, "tiny"), "a chip is a ChipSpec, a name from arch_configs/ or a YAML path, got None"),
+    (lambda sim_: sim_.run_llm("edge_npu", None), "a model is a name from workloads/, a YAML path or a ModelSpec, got None"),
+    (lambda sim_: sim_.load_chip("edge_npu", overrides=5), "chip overrides are 'dotted.path=value' strings or a mapping"),
+    (lambda sim_: sim_.run_llm("edge_npu", "tiny", phase="decode", batch=1.5), "batch must be a whole number >= 1, got 1.5"),
+])
+def test_the_python_api_refuses_arguments_of_the_wrong_type_with_a_sim_error(call, message):
+    # were AttributeError / TypeError from deep inside (a Python API fuzz: 300 random calls of
+    # simulate_gemm, run_llm, load_chip and simulate now raise only SimError or succeed)
+    import sim as sim_
+    from sim.errors import SimError
+    with pytest.raises(SimError, match=re.escape(message)):
+        call(sim_)

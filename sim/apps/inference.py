@@ -14,13 +14,16 @@ sampled steps is exact up to the tile rounding of the attention kernel.
 """
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from sim.apps.iteration import IterationResult, run_trace, simulate_traces
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
-from sim.errors import MappingError, WorkloadError
+from sim.errors import ConfigError, ConfigProblem, MappingError, WorkloadError
 from sim.model.engine.lower import Options
 from sim.model.mapper.compute import choose_array
 from sim.model.stacks import chip_stack
@@ -118,8 +121,11 @@ def run_llm(chip: ChipSpec | str, model, *, phase: str = "generate", batch: int 
     JSON of ``sim run --json``; a read-only mapping for code written against the dict this
     returned before).
     """
-    if isinstance(chip, str):
+    if isinstance(chip, (str, os.PathLike)):
         chip = load_chip(chip)
+    elif not isinstance(chip, ChipSpec):
+        raise ConfigError(ConfigProblem("chip", 0, "", f"a chip is a ChipSpec, a name from arch_configs/ or a YAML "
+                                                       f"path, got {chip!r}"))
     spec = load_model_spec(model, overrides=model_set)
     prompt_len, attention = _check_run_args(chip, spec, phase, batch, prompt_len, context_len, new_tokens,
                                             draft_tokens, attention)
@@ -167,8 +173,8 @@ def _check_run_args(chip: ChipSpec, spec: ModelSpec, phase: str, batch: int, pro
     if prompt_len is None:
         prompt_len = default_prompt_len(spec, phase, new_tokens, draft_tokens, context_len)
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("new_tokens", new_tokens)):
-        if int(v) < 1:
-            raise WorkloadError(f"{name} must be >= 1, got {v}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:   # (2.0 broke later)
+            raise WorkloadError(f"{name} must be a whole number >= 1, got {v!r}")
     if attention is None:
         attention = chip.attention_lowering
     if attention not in ("fused", "unfused"):

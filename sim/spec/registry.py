@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
 
 import sim.spec.catalog as catalog
-from sim.errors import ConfigError, UnknownNameError
+from sim.errors import ConfigError, ConfigProblem, UnknownNameError
 from sim.spec.chip import ChipSpec
 from sim.spec.kernel_library import chip_document, kernel_library_named
 from sim.spec.loader import read_yaml, validate
@@ -85,6 +85,12 @@ def load_chip(name_or_path: PathLike, overrides: Overrides = None) -> ChipSpec:
     by index or by their ``name``.  The result records :attr:`ChipSpec.source_path` and
     :attr:`ChipSpec.overrides`.  Raises :class:`ConfigError` for any invalid input.
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ConfigError(ConfigProblem("chip", 0, "", f"a chip is a name from arch_configs/ or a YAML path, got "
+                                                       f"{name_or_path!r}"))
+    if overrides is not None and not isinstance(overrides, (str, Mapping, list, tuple)):
+        raise ConfigError(ConfigProblem("--set", 0, "", f"chip overrides are 'dotted.path=value' strings or a "
+                                                         f"mapping, got {overrides!r}"))
     path = resolve_chip_path(name_or_path)
     if isinstance(overrides, str):
         overrides = [overrides]

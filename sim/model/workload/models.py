@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import sim.spec.catalog as catalog
-from sim.errors import ConfigError, ConfigProblem, ModelSpecError, UnknownNameError
+from sim.errors import ConfigError, ConfigProblem, ModelSpecError, UnknownNameError, WorkloadError
 from sim.spec.loader import LimitError, YamlDoc, apply_overrides, load_model, validate
 from sim.spec.model_spec import ModelSpec
 
@@ -59,6 +59,8 @@ def load_model_spec(name_or_path: str | Path | ModelSpec,
     :class:`~sim.errors.UnknownNameError` listing the known ones.
     """
     overrides = _normalise_overrides(overrides)
+    if not isinstance(name_or_path, (str, os.PathLike, ModelSpec)):
+        raise WorkloadError(f"a model is a name from workloads/, a YAML path or a ModelSpec, got {name_or_path!r}")
     try:
         if isinstance(name_or_path, ModelSpec):
             if not overrides:
