@@ -100,10 +100,15 @@ def test_an_infinite_dimension_is_a_shape_error():
     (lambda sim_: sim_.run_llm("edge_npu", None), "a model is a name from workloads/, a YAML path or a ModelSpec, got None"),
     (lambda sim_: sim_.load_chip("edge_npu", overrides=5), "chip overrides are 'dotted.path=value' strings or a mapping"),
     (lambda sim_: sim_.run_llm("edge_npu", "tiny", phase="decode", batch=1.5), "batch must be a whole number >= 1, got 1.5"),
+    (lambda sim_: sim_.run_network("eyeriss", None), "a network is a name from networks/, a YAML path or a NetworkSpec"),
+    (lambda sim_: sim_.serve(None, "tiny"), "a chip is a ChipSpec, a name from arch_configs/ or a YAML path, got None"),
+    (lambda sim_: sim_.sweep(str(ROOT / "sweeps" / "llama3-8b-quick.yaml"), jobs=float("inf")),
+     "jobs must be a whole number >= 1, got inf"),
 ])
 def test_the_python_api_refuses_arguments_of_the_wrong_type_with_a_sim_error(call, message):
     # were AttributeError / TypeError from deep inside (a Python API fuzz: 300 random calls of
-    # simulate_gemm, run_llm, load_chip and simulate now raise only SimError or succeed)
+    # simulate_gemm, run_llm, load_chip and simulate, 150 of serve, run_network and sweep, now raise
+    # only SimError or succeed)
     import sim as sim_
     from sim.errors import SimError
     with pytest.raises(SimError, match=re.escape(message)):

@@ -11,11 +11,13 @@ ifmap pixels under each tile's windows (:class:`sim.ir.lowered.ConvWindows`).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sim.apps.inference import default_dtype
 from sim.apps.single_op import _chip, check_limits
+from sim.errors import WorkloadError
 from sim.ir.ops import Conv2d
 from sim.ir.results import OpResult
 from sim.model.engine.lower import Options
@@ -73,7 +75,9 @@ def run_network(chip: ChipSpec | str, network: NetworkSpec | str, *, batch: int 
     ``batch`` images on ``chip``.  ``dtype`` defaults to the first usual format the chip
     computes (as ``sim run``); ``dataflow`` to each array's default."""
     chip = _chip(chip, overrides)
-    net = load_network(network) if isinstance(network, str) else network
+    if not isinstance(network, (str, os.PathLike, NetworkSpec)):
+        raise WorkloadError(f"a network is a name from networks/, a YAML path or a NetworkSpec, got {network!r}")
+    net = network if isinstance(network, NetworkSpec) else load_network(network)
     dtype = dtype or default_dtype(chip)
     word_bytes = get_format(dtype).bits_per_value / 8.0
     rows, results = [], []

@@ -14,7 +14,6 @@ sampled steps is exact up to the tile rounding of the attention kernel.
 """
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -23,7 +22,7 @@ import numpy as np
 
 from sim.apps.iteration import IterationResult, run_trace, simulate_traces
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
-from sim.errors import ConfigError, ConfigProblem, MappingError, WorkloadError
+from sim.errors import MappingError, WorkloadError
 from sim.model.engine.lower import Options
 from sim.model.mapper.compute import choose_array
 from sim.model.stacks import chip_stack
@@ -33,7 +32,7 @@ from sim.model.workload.models import default_prompt_len, load_model_spec, run_m
 from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import get_format
 from sim.spec.model_spec import ModelSpec
-from sim.spec.registry import load_chip
+from sim.spec.registry import as_chip
 from sim.spec.stack_spec import StackSpec
 
 #: decode steps simulated exactly in a generation; the rest are interpolated
@@ -121,11 +120,7 @@ def run_llm(chip: ChipSpec | str, model, *, phase: str = "generate", batch: int 
     JSON of ``sim run --json``; a read-only mapping for code written against the dict this
     returned before).
     """
-    if isinstance(chip, (str, os.PathLike)):
-        chip = load_chip(chip)
-    elif not isinstance(chip, ChipSpec):
-        raise ConfigError(ConfigProblem("chip", 0, "", f"a chip is a ChipSpec, a name from arch_configs/ or a YAML "
-                                                       f"path, got {chip!r}"))
+    chip = as_chip(chip)
     spec = load_model_spec(model, overrides=model_set)
     prompt_len, attention = _check_run_args(chip, spec, phase, batch, prompt_len, context_len, new_tokens,
                                             draft_tokens, attention)

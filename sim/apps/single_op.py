@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable
 
 from sim.apps.inference import default_dtype
-from sim.errors import ConfigError, ConfigProblem, MappingError, ShapeError, SimError, WorkloadError
+from sim.errors import MappingError, ShapeError, SimError, WorkloadError
 from sim.ir.ops import Attention, Conv2d, Copy, Gemm, VectorOp
 from sim.ir.results import OpResult, results_dataframe
 from sim.model.engine.lower import Options
@@ -25,16 +25,14 @@ from sim.spec.chip import ChipSpec
 from sim.spec.dtypes import RATE_CLASSES
 from sim.spec.loader import parse_yaml_text, read_text_checked, validate
 from sim.spec.model_spec import ModelSpec
-from sim.spec.registry import load_chip
+from sim.spec.registry import as_chip, load_chip
 from sim.spec.registry import load_chip as _lc
 
 
 def _chip(chip: ChipSpec | str | os.PathLike[str], overrides=None):
     if isinstance(chip, str) or hasattr(chip, "__fspath__"):
         return load_chip(chip, overrides=overrides)
-    if not isinstance(chip, ChipSpec):
-        raise ConfigError(ConfigProblem("chip", 0, "", f"a chip is a ChipSpec, a name from arch_configs/ or a YAML "
-                                                       f"path, got {chip!r}"))
+    chip = as_chip(chip)   # a ChipSpec, else the error saying what a chip may be
     if overrides:
         src = getattr(chip, "source_path", None)
         if src is None:

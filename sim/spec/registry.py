@@ -77,6 +77,17 @@ def _normalise_overrides(overrides: Overrides) -> tuple[str, ...]:
     return tuple(str(o) for o in overrides)
 
 
+def as_chip(chip: ChipSpec | PathLike) -> ChipSpec:
+    """``chip`` as a :class:`ChipSpec`: one already loaded, else loaded from its name or path
+    (the public functions take either); anything else is a :class:`ConfigError`."""
+    if isinstance(chip, ChipSpec):
+        return chip
+    if isinstance(chip, (str, os.PathLike)):
+        return load_chip(chip)
+    raise ConfigError(ConfigProblem("chip", 0, "", f"a chip is a ChipSpec, a name from arch_configs/ or a YAML path, "
+                                                   f"got {chip!r}"))
+
+
 def load_chip(name_or_path: PathLike, overrides: Overrides = None) -> ChipSpec:
     """Load and validate a chip; ``overrides`` are ``dotted.path=value`` edits.
 

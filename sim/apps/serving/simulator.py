@@ -30,7 +30,7 @@ from sim.model.workload.llm import Parallelism, Precision, weight_bytes
 from sim.model.workload.models import load_model_spec
 from sim.spec.chip import ChipSpec
 from sim.spec.model_spec import ModelSpec
-from sim.spec.registry import load_chip
+from sim.spec.registry import as_chip
 
 ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
 #: vLLM's default cap on sequences per iteration (engine argument ``--max-num-seqs`` = 256)
@@ -173,8 +173,7 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
     _check(cfg)
     checked_draft = load_draft_model(cfg.draft_model)
     slos = check_slos(cfg.slos)
-    if isinstance(chip, str):
-        chip = load_chip(chip)
+    chip = as_chip(chip)
     spec = load_model_spec(model, overrides=model_set)
     sched_cls = get_scheduler(cfg.scheduler)
     reqs = _requests(cfg, requests)
