@@ -12,6 +12,7 @@ re-exported here.
 """
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 import time
@@ -210,9 +211,9 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
     unique = {p.hash for p in points if p.hash}
     stats.unique = len(unique)
     stats.reused = len(unique) - len(tasks)
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1):
         raise SimError(f"jobs must be a whole number >= 1, got {jobs!r}")
-    jobs = jobs or (os.cpu_count() or 1)
+    jobs = int(jobs) if jobs else (os.cpu_count() or 1)
     stats.backend = (f"Dask ({'LocalCluster' if scheduler == 'local' else scheduler})" if scheduler
                      else ("this process" if jobs == 1 or len(tasks) <= 1 else f"{min(jobs, len(tasks))} local processes"))
     if log is not None:

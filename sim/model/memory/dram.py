@@ -254,15 +254,14 @@ def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_fligh
     if stride <= seg:
         # contiguous: one sequential stream, in transfers of a DRAM row per pseudo-channel
         seg = stride = p.row_buffer_bytes * p.num_pseudo_channels
-    chunks_per_seg = -(-seg // p.interleave_bytes) + 1
-    want = max(_PATTERN_MIN_CHUNKS, _PATTERN_VISITS_PER_BANK * p.num_pseudo_channels * p.banks_per_pseudo_channel)
-    if seg > p.capacity_bytes // 8:
-        seg = max(p.interleave_bytes, p.capacity_bytes // 8 // p.interleave_bytes * p.interleave_bytes)
     if 7 * stride + seg > p.capacity_bytes:
         # rows farther apart than the device is large (a tensor larger than the DRAM, which only
         # a single op beyond the chip's capacity describes): 8 rows spread over the device,
         # each still in rows and banks of its own
+        seg = min(seg, max(p.interleave_bytes, p.capacity_bytes // 8 // p.interleave_bytes * p.interleave_bytes))
         stride = max(seg, (p.capacity_bytes - seg) // 7 // p.interleave_bytes * p.interleave_bytes)
+    chunks_per_seg = -(-seg // p.interleave_bytes) + 1
+    want = max(_PATTERN_MIN_CHUNKS, _PATTERN_VISITS_PER_BANK * p.num_pseudo_channels * p.banks_per_pseudo_channel)
     n_seg = max(8, min(-(-want // chunks_per_seg), (p.capacity_bytes - seg) // max(stride, 1)))
     addrs = np.arange(n_seg, dtype=np.int64) * stride
     quiet = dataclasses.replace(p, t_refi_ns=0.0)
