@@ -197,6 +197,37 @@ def test_power_window_is_the_sustained_matmul_calibration():
     assert pw.average_window_s == pytest.approx(tau, rel=0.01)
 
 
+def test_h100_power_window_is_the_h200s_and_agrees_with_the_h100s_own_loops():
+    """h100_sxm keeps the H200's controller window (the same GH100 board under the same 700 W
+    limit; nothing fitted to an H100).  Checked against the H100's own sustained loops from
+    idle (h100_micro_sustained_dtypes*.csv): the time at which this file's bf16 8192^3 loop
+    reaches the limit lies between the earliest and the latest chunk start at which a measured
+    bf16 loop first ran more than 3 % below its starting rate.  (fp8 is not held to it: the
+    model reaches the limit after 45 ms, the two measured fp8 loops slowed after 63 and 113 ms;
+    fp8 power is the energy tables' weak part, README "Power and clocks".)"""
+    from sim.model.engine.dvfs import top_clock_mhz
+
+    h100, h200 = load_chip("h100_sxm"), load_chip("h200_sxm")
+    assert h100.power.average_window_s == h200.power.average_window_s > 0
+    first_slow = {"bf16": []}
+    for name in ("h100_micro_sustained_dtypes.csv", "h100_micro_sustained_dtypes_r2.csv"):
+        runs = {}
+        for row in csv.DictReader(open(MEAS / name)):
+            runs.setdefault((row["run"], row["dtype"]), []).append((float(row["t_s"]), float(row["tflops"])))
+        for (_, dtype), chunks in runs.items():
+            if dtype not in first_slow:
+                continue
+            start = chunks[0][1]
+            first_slow[dtype].append(next(t for t, rate in chunks if rate < 0.97 * start))
+    pw = h100.power
+    top = PW.at_clock(h100, top_clock_mhz(h100))
+    for dtype, seen in first_slow.items():
+        assert len(seen) >= 2, dtype
+        p = PW.op_power_w(simulate_op(top, Gemm("gemm", m=8192, k=8192, n=8192, dtype=dtype)))
+        reach_s = pw.average_window_s * math.log((p - pw.idle_w) / (p - pw.tdp_w))
+        assert min(seen) <= reach_s <= max(seen), (dtype, reach_s, seen)
+
+
 def test_moving_average_crosses_the_limit_when_the_closed_form_says():
     """From idle at a constant power P the exponential average reaches the limit at
     tau * ln((P - idle) / (P - limit)); a repeat counts as unthrottled when it starts before."""
