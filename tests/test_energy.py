@@ -143,8 +143,14 @@ def test_array_cycle_energy_per_pe_cycle_and_shared_units():
     assert E.array_cycle_pj(h200, "tensor_cores_sm80") == e
     sm80 = E.mac_energy_pj(h200, "int8", "tensor_cores_sm80", n) - n * E.mac_pj(h200, "int8")
     assert sm80 == pytest.approx(n * e / 8)  # the base units' int8 rate, not the path's 4.32
-    # arrays without an entry (the CUDA cores) pay the arithmetic only
-    assert E.mac_energy_pj(h200, "fp32", "cuda_cores", n) == pytest.approx(n * E.mac_pj(h200, "fp32"))
+    # the CUDA cores pay their own entry per PE-cycle at their rate (0.92 fp32 MACs per PE-cycle)
+    cuda = h200.energy.array_pe_cycle_pj["cuda_cores"]
+    rate = next(a for a in h200.cores.arrays if a.name == "cuda_cores").rate_for("fp32")[0]
+    assert E.mac_energy_pj(h200, "fp32", "cuda_cores", n) == pytest.approx(n * E.mac_pj(h200, "fp32") + n / rate * cuda)
+    # arrays without an entry (the documents-only A100's CUDA cores) pay the arithmetic only
+    a100 = load_chip("a100_sxm4_80gb")
+    assert "cuda_cores" not in a100.energy.array_pe_cycle_pj
+    assert E.mac_energy_pj(a100, "fp32", "cuda_cores", n) == pytest.approx(n * E.mac_pj(a100, "fp32"))
 
 
 def test_array_cycle_energy_names_an_array():
