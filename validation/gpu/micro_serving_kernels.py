@@ -18,6 +18,10 @@ kernel of ``--profiled`` replays with the PyTorch profiler (CUPTI sees graph ker
     # DIR/h200_micro_serving_kernels_env.json
     python3 validation/gpu/micro_serving_kernels.py --out DIR --max-len 2048 --context 1500
     # the same with run 6's 2048-token cache (the split-KV decode kernel's grid follows it)
+    python3 validation/gpu/micro_serving_kernels.py --out DIR --stem h200_micro_prefill_kernels \
+        --mixed 2048:0:0,4096:0:0 --decode ''
+    # prompt-only iterations (one chunk from position 0 filling the bucket, no decodes): the
+    # GEMMs of a power-capped prefill step in its own graph, kernel by kernel
 """
 from __future__ import annotations
 
@@ -79,27 +83,33 @@ def main() -> int:
     ap.add_argument("--profiled", type=int, default=3)
     ap.add_argument("--slots", type=int, default=40)
     ap.add_argument("--max-len", type=int, default=6144)
+    ap.add_argument("--stem", default="h200_micro_serving_kernels", help="output file stem")
+    ap.add_argument("--mixed", default=None, help="cases T:D:C,... (token bucket, decoding sequences, their "
+                    "context); default: the serving loop's 384-512-token buckets")
+    ap.add_argument("--decode", default=None, help="decode-only cases B:C,... ('' for none)")
     ap.add_argument("--context", type=int, default=0,
                     help="every case's context per decoding sequence (0: each case's own); run 6's cache is 2048 long")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    mixed_spec = MIXED if a.mixed is None else [tuple(int(v) for v in c.split(":")) for c in a.mixed.split(",") if c]
+    decode_spec = DECODE if a.decode is None else [tuple(int(v) for v in c.split(":")) for c in a.decode.split(",") if c]
     torch.backends.cuda.matmul.allow_tf32 = False
     env = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
            "triton": getattr(SL.triton, "__version__", None) if SL.HAVE_TRITON else None,
            "smi_start": SL.smi("name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,power.limit,"
-                               "temperature.gpu"), "args": vars(a), "mixed": MIXED, "decode": DECODE}
+                               "temperature.gpu"), "args": vars(a), "mixed": mixed_spec, "decode": decode_spec}
     model = SL.Model(a.slots + 1, a.max_len, "cuda")
     model.attn = SL.decode_attn_triton_split_skip
     scratch = a.slots
-    buckets = sorted({t for t, _, _ in MIXED})
+    buckets = sorted({t for t, _, _ in mixed_spec})
     S = SL.StaticInputs(max(buckets), a.slots, SL.CMAX, scratch, "cuda")
     mixed = SL.MixedGraphs(model, S, buckets, [16, 32], capture=True)
-    dec = SL.DecodeGraphs(model, [b for b, _ in DECODE], scratch)
+    dec = SL.DecodeGraphs(model, [b for b, _ in decode_spec], scratch) if decode_spec else None
     smi = Smi()
     krows, crows = [], []
     cases = []
-    mixed_cases = [(T, D, a.context or C) for T, D, C in MIXED]
-    decode_cases = [(B, a.context or C) for B, C in DECODE]
+    mixed_cases = [(T, D, a.context or C) for T, D, C in mixed_spec]
+    decode_cases = [(B, a.context or C) for B, C in decode_spec]
     for T, D, C in mixed_cases:
         chunk = T - D - (T // 64)      # the chunk's tokens: the bucket less a few padding rows
         slots = list(range(D))
@@ -122,10 +132,10 @@ def main() -> int:
                       "sm_mhz": smi.between(lo, hi, 1), "power_w": smi.between(lo, hi, 2)})
         print(crows[-1], flush=True)
     smi.stop()
-    write_rows(os.path.join(a.out, "h200_micro_serving_kernels.csv"), krows)
-    write_rows(os.path.join(a.out, "h200_micro_serving_kernels_cases.csv"), crows)
+    write_rows(os.path.join(a.out, f"{a.stem}.csv"), krows)
+    write_rows(os.path.join(a.out, f"{a.stem}_cases.csv"), crows)
     env["smi_end"] = SL.smi("clocks.sm,power.draw,temperature.gpu")
-    with open(os.path.join(a.out, "h200_micro_serving_kernels_env.json"), "w") as f:
+    with open(os.path.join(a.out, f"{a.stem}_env.json"), "w") as f:
         json.dump(env, f, indent=1)
     return 0
 
