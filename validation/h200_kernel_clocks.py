@@ -68,7 +68,10 @@ def model_kernel(chip, case: Case):
     return max((simulate_op(chip, op, opts) for op, opts in case_kernels(chip, case)), key=lambda r: r.seconds)
 
 
-def rows(chip_name: str = "h200_sxm", files=FILES, overrides=None) -> pd.DataFrame:
+def rows(chip_name: str = "h200_sxm", files=FILES, overrides=None, nominal: bool = True,
+         only=None) -> pd.DataFrame:
+    """One row per kernel of ``files``: see the module docstring.  ``nominal=False`` skips the
+    pricing at the chip's ``clock_mhz``; ``only`` keeps the named workloads."""
     chip = load_chip(chip_name, overrides=overrides)
     launch_s = chip.runtime.op_launch_overhead_ns * 1e-9 if chip.runtime is not None else 0.0
     out = []
@@ -81,15 +84,15 @@ def rows(chip_name: str = "h200_sxm", files=FILES, overrides=None) -> pd.DataFra
         for (workload, kernel), r in pv.iterrows():
             own_mhz = float(r["sm__cycles_elapsed.avg.per_second"]) / 1e6
             measured_s = float(r["gpu__time_duration.sum"]) * 1e-9
-            if "2:4" in workload or workload.startswith("sparse"):
+            if "2:4" in workload or workload.startswith("sparse") or (only is not None and workload not in only):
                 continue
             case = workload_case(workload.replace("dense_", "bf16_"))
             own = model_kernel(at_clock(chip, own_mhz), case)
-            nominal = model_kernel(at_clock(chip, chip.clock_mhz), case)
+            at_nominal = model_kernel(at_clock(chip, chip.clock_mhz), case) if nominal else None
             row = {"workload": workload, "kernel": kernel[:60], "in_kernel_mhz": own_mhz, "l2_mhz":
                    float(r["lts__cycles_elapsed.avg.per_second"]) / 1e6, "measured_us": measured_s * 1e6,
                    "model_own_clock_us": (own.seconds - launch_s) * 1e6,
-                   "model_clock_mhz_us": (nominal.seconds - launch_s) * 1e6,
+                   "model_clock_mhz_us": (at_nominal.seconds - launch_s) * 1e6 if nominal else float("nan"),
                    "model_power_w_own_clock": op_power_w(own)}
             # the model's power at the kernel's own clock, its energy spread over the measured
             # duration (how validation/fit_fp8_energy.py prices a kernel a limiter holds)
