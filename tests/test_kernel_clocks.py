@@ -61,7 +61,7 @@ def test_gemms_at_their_own_clock_with_the_l2_as_measured():
     files = ("h200_micro_clock_bf16_sizes.csv",)
     mid = ("bf16_512x4096x11008", "bf16_1024x4544x4672")
     shipped = K.rows("h200_sxm", files, nominal=False, only=mid).set_index("workload")
-    measured = K.rows("h200_sxm", files, K.MEASURED, nominal=False).set_index("workload")
+    measured = K.rows("h200_sxm", files, K.measured_overrides(), nominal=False).set_index("workload")
     big = [w for w in measured.index if int(w.split("_")[1].split("x")[0]) >= 512]
     assert len(big) == 5
     for w in big:

@@ -18,7 +18,7 @@ for 0.5 s.  An error at the kernel's own clock is the engine's per-cycle error f
 family, apart from any clock question.
 
 ``--measured`` prices them on the chip with its calibrations replaced by what the counters
-measured (:data:`MEASURED`): the L2 on its own clock at the rate it delivered, and the tensor
+measured (:func:`measured_overrides`): the L2 on its own clock at the rate it delivered, and the tensor
 pipe busy 0.937 of the cycles in large dense kernels (``validation/fit_tensor_sustained.py``).
 On cuBLAS's 23 bf16/fp16/fp8 GEMMs of h200_micro_clock_bf16_sizes.csv and
 h200_micro_l2_counters_gemms.csv (session 27) that takes the per-cycle error from -8..+21 %
@@ -43,14 +43,29 @@ from sim.model.cost.power import at_clock, op_power_w  # noqa: E402
 from sim.model.engine.simulate import simulate_op  # noqa: E402
 from sim.spec.registry import load_chip  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "validation"))
+from fit_tensor_sustained import measured_l2  # noqa: E402
+
 MEAS = ROOT / "validation" / "measurements"
 FILES = ("h200_micro_clock_kinds.csv", "h200_micro_clock_bf16_sizes.csv")
-#: ``--measured``: the L2 at the clock and rate the counters measured
-#: (``fit_tensor_sustained.measured_l2``: 1,706.7 MHz, 6,600 B per L2 cycle), the SM-L2 crossbar
-#: at about that rate per SM cycle (6,367 B: 11.26 TB/s at the tensor kernels' median in-kernel
-#: clock of 1,769 MHz), and the tensor pipe's busy share 0.937
-MEASURED = ["memory.levels.l2.clock_mhz=1706.7", "memory.levels.l2.bytes_per_cycle=6600",
-            "noc.bandwidth_bytes_per_cycle=6367", "cores.arrays.0.sustained_fraction=0.937"]
+#: the tensor kernels' median in-kernel SM clock (the eleven under the power limit in
+#: h200_micro_clock_kinds.csv / h200_micro_clock_bf16_sizes.csv, session 27)
+TENSOR_KERNEL_MHZ = 1769
+#: the tensor pipe's busy share in large dense kernels: validation/fit_tensor_sustained.py's
+#: result (its fit simulates 18 GEMMs, so it is not rerun here)
+PIPE_BUSY_SHARE = 0.937
+
+
+def measured_overrides() -> list[str]:
+    """``--measured``: the L2 at the clock and rate its counters measured
+    (``fit_tensor_sustained.measured_l2``: ~1,706.7 MHz, ~6,600 B per L2 cycle), the SM-L2
+    crossbar at that rate per SM cycle of the tensor kernels' clock, and the tensor pipe's busy
+    share."""
+    l2 = measured_l2()
+    values = dict(o.split("=", 1) for o in l2)
+    l2_bytes_per_s = float(values["memory.levels.l2.bytes_per_cycle"]) * float(values["memory.levels.l2.clock_mhz"])
+    return l2 + [f"noc.bandwidth_bytes_per_cycle={l2_bytes_per_s / TENSOR_KERNEL_MHZ!r}",
+                 f"cores.arrays.0.sustained_fraction={PIPE_BUSY_SHARE!r}"]
 
 
 def workload_case(workload: str) -> Case:
@@ -110,7 +125,7 @@ def rows(chip_name: str = "h200_sxm", files=FILES, overrides=None, nominal: bool
 def main(argv: list[str]) -> int:
     overrides = None
     if argv and argv[0] == "--measured":
-        overrides, argv = MEASURED, argv[1:]
+        overrides, argv = measured_overrides(), argv[1:]
     chip = argv[0] if argv else "h200_sxm"
     df = rows(chip, argv[1:] or FILES, overrides)
     pd.set_option("display.width", 250)

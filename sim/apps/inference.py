@@ -14,11 +14,10 @@ sampled steps is exact up to the tile rounding of the attention kernel.
 """
 from __future__ import annotations
 
+import numbers
 import sys
 from dataclasses import dataclass
 from typing import NamedTuple
-
-import numpy as np
 
 from sim.apps.iteration import IterationResult, run_trace, simulate_traces
 from sim.apps.results import Fit, LlmRun, PhaseResult, RunParallel, RunPrecision
@@ -168,7 +167,7 @@ def _check_run_args(chip: ChipSpec, spec: ModelSpec, phase: str, batch: int, pro
     if prompt_len is None:
         prompt_len = default_prompt_len(spec, phase, new_tokens, draft_tokens, context_len)
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("new_tokens", new_tokens)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:   # (2.0 broke later)
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:   # (2.0 broke later)
             raise WorkloadError(f"{name} must be a whole number >= 1, got {v!r}")
     if attention is None:
         attention = chip.attention_lowering
