@@ -202,7 +202,7 @@ def test_model_case_errors_name_the_line_and_the_valid_values(tmp_path):
     assert f"{f}:5: column decode_seqs: required" in msg and f"{f}:6: column context_len" in msg
     assert f"{f}:7: column kind: unknown kind 'conv'" in msg and "elementwise" in msg
     assert f"{f}:8: column op: 'batchnorm'" in msg and "rmsnorm" in msg
-    assert f"{f}:9: column dtype: 'int8' is not a softmax dtype" in msg
+    assert f"{f}:9: column dtype: 'int8' is not a dtype of softmax cases" in msg
     # a file of the old format (no model columns) with a model row names what is missing
     old = tmp_path / "old.csv"
     old.write_text("kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"

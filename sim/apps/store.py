@@ -429,7 +429,19 @@ def write_table_files(df, folder: Path) -> tuple[Path, Path]:
 
     folder = Path(folder)
     buf = pa.BufferOutputStream()
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    except (OverflowError, pa.ArrowException):
+        # a parameter no column type holds (an invalid point's m = 10^20 stopped the sweep
+        # after its points had run): such columns are written as text
+        def too_big(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63
+
+        df = df.copy()
+        for c in df.columns:
+            if df[c].dtype == object and df[c].map(too_big).any():
+                df[c] = df[c].map(lambda v: v if v is None else str(v))
+        table = pa.Table.from_pandas(df, preserve_index=False)
     if df.attrs:
         meta = dict(table.schema.metadata or {})
         meta[b"sim_sweep"] = json.dumps(df.attrs, default=str).encode()

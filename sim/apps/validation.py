@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from sim.apps.inference import check_fit, default_dtype, run_llm
 from sim.apps.iteration import run_trace
@@ -98,12 +99,17 @@ def _layer_ops(case: Case):
     (eager PyTorch: two cache copies, SiLU and the multiply apart, the attention output
     copy; validation/gpu/measure.py's DecoderLayer)."""
     hidden, heads, kvh, hd = case.get("hidden"), case.get("heads"), case.get("kv_heads"), case.get("head_dim")
-    spec = ModelSpec(name="validation_layer", hidden_size=hidden, num_layers=1, num_heads=heads, num_kv_heads=kvh,
-                     head_dim=hd, ffn_size=case.get("ffn"), activation="silu_glu", norm="rmsnorm",
-                     positional="none", vocab_size=32000, max_context=max(case.get("kv_len"), 1))
+    try:
+        spec = ModelSpec(name="validation_layer", hidden_size=hidden, num_layers=1, num_heads=heads,
+                         num_kv_heads=kvh, head_dim=hd, ffn_size=case.get("ffn"), activation="silu_glu",
+                         norm="rmsnorm", positional="none", vocab_size=32000, max_context=max(case.get("kv_len"), 1))
+    except ValidationError as exc:
+        # heads 4 with kv_heads 3 leaked pydantic's message and its URL (exit 3)
+        first = exc.errors()[0]
+        raise WorkloadError(first["msg"].removeprefix("Value error, ")) from None
     q, kv, b = case.get("q_len"), case.get("kv_len"), case.get("batch")
     if q > kv:
-        raise WorkloadError(f"line {case.line}: q_len {q} > kv_len {kv}")
+        raise WorkloadError(f"q_len {q} > kv_len {kv}")
     return build_iteration(spec, Iteration(tuple(Sequence(q, kv - q) for _ in range(b)), label="layer"),
                            include_lm_head=False, include_embedding=False)
 

@@ -21,6 +21,10 @@ KINDS = ("gemm", "attention", "layer", "copy", "model", "bmm", "softmax", "norm"
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "bf16_2:4")
 #: tensor formats of the single-op kinds bmm / softmax / norm / elementwise
 VECTOR_DTYPES = ("bf16", "fp16", "fp32")
+#: what attention and layer cases are priced in (the harness, validation/gpu/measure.py, runs them in bf16)
+ATTENTION_DTYPES = ("bf16",)
+#: the element a copy case's bytes are counted in (a label: a copy moves bytes whatever they hold)
+COPY_DTYPES = ("uint8", "int8", "bf16", "fp16", "fp32")
 NORM_OPS = ("rmsnorm", "layernorm")
 ELEMENTWISE_OPS = ("add", "mul", "silu", "gelu", "relu")
 MODEL_PHASES = ("prefill", "decode", "mixed")
@@ -65,7 +69,13 @@ def read_cases(path: str | Path) -> list[Case]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"{path}: cannot read case file (expected UTF-8 CSV text): {exc}") from None
-    rows = list(csv.reader(text.splitlines()))
+    reader = csv.reader(text.splitlines())
+    rows = []
+    try:
+        for row in reader:
+            rows.append(row)
+    except csv.Error as exc:  # a cell beyond the csv module's 131,072 characters
+        raise WorkloadError(f"{path}:{reader.line_num}: not a case CSV row ({exc})") from None
     if not rows:
         raise WorkloadError(f"{path}: empty case file")
     header = [h.strip() for h in rows[0]]
@@ -87,8 +97,13 @@ def read_cases(path: str | Path) -> list[Case]:
         if kind == "gemm" and dtype not in GEMM_DTYPES:
             problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a gemm dtype (valid: {', '.join(GEMM_DTYPES)})")
             continue
+        valid = ATTENTION_DTYPES if kind in ("attention", "layer") else COPY_DTYPES if kind == "copy" else None
+        if valid is not None and dtype not in valid:
+            # 'fp99' was accepted and priced as bf16
+            problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a dtype of {kind} cases (valid: {', '.join(valid)})")
+            continue
         if kind in ("bmm", "softmax", "norm", "elementwise") and dtype not in VECTOR_DTYPES:
-            problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a {kind} dtype "
+            problems.append(f"{path}:{ln}: column dtype: {dtype!r} is not a dtype of {kind} cases "
                             f"(valid: {', '.join(VECTOR_DTYPES)})")
             continue
         absent = [c for c in _NEEDED[kind] if c != "dtype" and c not in idx]

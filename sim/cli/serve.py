@@ -137,14 +137,12 @@ def _slos(args) -> dict:
     return slos
 
 
-#: arrivals one `sim serve` generates at most (each is a request object and rows of the outputs)
-MAX_REQUESTS = 10_000_000
-
-
 def _check_args(args) -> None:
     """Numbers the serving model would take silently (a negative drain, a NaN coefficient of
     variation, an acceptance rate of 1.5) or fail on deep inside (a negative seed, 10^12
     requests): refused here, naming the option."""
+    from sim.apps.serving.workload import MAX_CV, MAX_REQUESTS
+
     def bad(flag, value, want):
         raise WorkloadError(f"{flag} must be {want}, got {value}")
 
@@ -161,8 +159,8 @@ def _check_args(args) -> None:
         raise WorkloadError(f"--rate {args.rate:g} x --duration {args.duration:g} s is "
                             f"{args.rate * args.duration:,.3g} requests, beyond the limit of {MAX_REQUESTS:,} "
                             "of one run (use a shorter --duration or --num-requests)")
-    if not (finite(args.cv) and args.cv > 0):
-        bad("--cv", args.cv, "a finite coefficient of variation > 0")
+    if not (finite(args.cv) and 0 < args.cv <= MAX_CV):
+        bad("--cv", args.cv, f"a coefficient of variation in (0, {MAX_CV:g}]")
     if args.seed < 0:
         bad("--seed", args.seed, ">= 0")
     for flag, v in (("--prefix-groups", args.prefix_groups), ("--prefix-tokens", args.prefix_tokens),

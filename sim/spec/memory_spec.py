@@ -251,6 +251,14 @@ class DramLevel(_Spec):
         if self.bank_groups is not None and self.banks_per_pseudo_channel % self.bank_groups:
             problems.append((("bank_groups",), f"bank_groups must divide banks_per_pseudo_channel "
                              f"({self.banks_per_pseudo_channel})", self.bank_groups))
+        one_row_each = self.pseudo_channels * self.banks_per_pseudo_channel * self.row_buffer_bytes
+        if not problems and self.capacity_bytes < max(one_row_each, 16 * il):
+            # a device smaller than one row in each of its banks has no address map (capacity_gib
+            # 1e-9 passed the schema and failed every run inside the DRAM model)
+            problems.append((("capacity_gib",), f"capacity_gib {self.capacity_gib:g} is smaller than one "
+                             f"{self.row_buffer_bytes}-byte row in each of the {self.pseudo_channels:,} "
+                             f"pseudo-channels x {self.banks_per_pseudo_channel} banks "
+                             f"({max(one_row_each, 16 * il) / (1 << 30):.3g} GiB)", self.capacity_gib))
         if self.t_ccd_ns is not None and self.t_ccd_s_nck is not None:
             problems.append((("t_ccd_ns",), "give either t_ccd_ns (fixed ns, legacy) or t_ccd_s_nck "
                              "(clock cycles, scales with the pin rate), not both", self.t_ccd_ns))

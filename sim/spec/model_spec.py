@@ -54,8 +54,10 @@ class ModelSpec(BaseModel):
     tied_embeddings: bool = False
     max_context: PositiveInt
 
-    num_experts: PositiveInt = 1
-    experts_per_token: PositiveInt = 1
+    # each expert is priced as its own GEMM and routed loads are drawn per expert: 10^9 experts
+    # ran out of memory (PEER, He 2024, has 2^20 tiny experts; production MoEs 8-384)
+    num_experts: Annotated[int, Field(ge=1, le=1 << 20)] = 1
+    experts_per_token: Annotated[int, Field(ge=1, le=1 << 10)] = 1
     moe_layer_frequency: PositiveInt = 1
 
     attention_bias: bool = False

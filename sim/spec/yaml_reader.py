@@ -125,7 +125,15 @@ def _walk(node: yaml.Node, loader: _Loader, loc: Loc, lines: dict[Loc, int], pro
                 lines[loc + (i,)] = item.start_mark.line + 1
                 items.append(_walk(item, loader, loc + (i,), lines, problems, source, budget))
             return items
-        return loader.construct_object(node, deep=True)
+        try:
+            return loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError) as exc:
+            # Python refuses to read integers of more than 4,300 digits (a 5,000-digit number was
+            # an internal error, exit 3); no config value needs one
+            problems.append(ConfigProblem(source, node.start_mark.line + 1, _dotted(loc),
+                                          f"the value {str(node.value)[:20]}... ({len(str(node.value)):,} "
+                                          f"characters) is too long to read as a number"))
+            return None
     finally:
         budget.active.discard(id(node))
 

@@ -29,6 +29,19 @@ ARRIVALS = ("poisson", "gamma", "fixed")
 LENGTHS = ("fixed", "uniform", "lognormal", "empirical")
 
 
+#: the latest arrival a request may have: ten years of simulated time
+MAX_ARRIVAL_S = 3.2e8
+#: the longest prompt or output a length distribution may give (tokens): far beyond any
+#: model's context, well inside numpy's int64
+MAX_LENGTH_TOKENS = 1 << 30
+#: the burstiest gamma arrivals generated: a coefficient of variation of the gaps of 100
+#: (measured LLM serving traces are far below it) still draws a run's arrivals in one batch;
+#: 1e10 asked for a terabyte
+MAX_CV = 100.0
+#: the most requests one workload generates (each is a request object and rows of the outputs)
+MAX_REQUESTS = 10_000_000
+
+
 @dataclass(frozen=True)
 class Request:
     """One request: when it arrives, how long its prompt is, how many tokens it generates.
@@ -45,12 +58,16 @@ class Request:
     prefix_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.arrival_s, (int, float)) and math.isfinite(self.arrival_s) and self.arrival_s >= 0):
-            raise WorkloadError(f"request {self.id}: arrival_s must be a finite number >= 0, got {self.arrival_s!r}")
+        if not (isinstance(self.arrival_s, (int, float)) and math.isfinite(self.arrival_s)
+                and 0 <= self.arrival_s <= MAX_ARRIVAL_S):
+            # (1e300 passed and overflowed the queue-growth fit with numpy warnings)
+            raise WorkloadError(f"request {self.id}: arrival_s must be a number of seconds in 0..{MAX_ARRIVAL_S:g}, "
+                                f"got {self.arrival_s!r}")
         for name in ("prompt_tokens", "output_tokens"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise WorkloadError(f"request {self.id}: {name} must be a whole number >= 1, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_LENGTH_TOKENS:
+                raise WorkloadError(f"request {self.id}: {name} must be a whole number in 1..{MAX_LENGTH_TOKENS:,}, "
+                                    f"got {_quote(v)}")
         if not (0 <= self.prefix_tokens <= self.prompt_tokens):
             raise WorkloadError(f"request {self.id}: prefix_tokens must be in 0..prompt_tokens "
                                 f"({self.prompt_tokens}), got {self.prefix_tokens}")
@@ -73,8 +90,16 @@ class LengthDist:
             raise WorkloadError(f"length distribution: kind must be one of {', '.join(LENGTHS)}, got {self.kind!r}")
         if self.kind == "fixed" and self.value < 1:
             raise WorkloadError(f"length distribution: value must be >= 1, got {self.value}")
+        big = next((v for v in (self.value, self.low, self.high, *self.values) if v > MAX_LENGTH_TOKENS), None)
+        if big is not None:
+            # 10^20 passed and failed in numpy's int64 (no model has such a context)
+            raise WorkloadError(f"length distribution: {big:,} tokens is beyond the {MAX_LENGTH_TOKENS:,} a request "
+                                "may have")
         if self.low < 1 or self.high < self.low:
             raise WorkloadError(f"length distribution: need 1 <= low <= high, got low={self.low}, high={self.high}")
+        if self.kind == "lognormal" and not (math.isfinite(self.mean_log) and math.isfinite(self.sigma_log)):
+            raise WorkloadError(f"length distribution: the lognormal's parameters must be finite, got "
+                                f"mean_log={self.mean_log}, sigma_log={self.sigma_log}")
         if self.kind == "lognormal" and not self.sigma_log >= 0:
             raise WorkloadError(f"length distribution: sigma_log must be >= 0, got {self.sigma_log}")
         if self.kind == "empirical" and (not self.values or min(self.values) < 1):
@@ -109,8 +134,10 @@ class LengthDist:
         if self.kind == "uniform":
             return rng.integers(self.low, self.high + 1, size=n, dtype=np.int64)
         if self.kind == "lognormal":
-            x = np.rint(rng.lognormal(self.mean_log, self.sigma_log, size=n)).astype(np.int64)
-            return np.clip(x, self.low, self.high)
+            # clipped before the cast: a wide sigma draws lengths beyond int64 (or inf), which a cast
+            # turns into garbage with a numpy warning (lognormal:100:1000 did); the same integers otherwise
+            x = np.clip(rng.lognormal(self.mean_log, self.sigma_log, size=n), self.low, self.high)
+            return np.rint(x).astype(np.int64)
         return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
 
     @property
@@ -122,14 +149,16 @@ class LengthDist:
         return self.high
 
 
+
+
 def arrival_times(kind: str, rate_per_s: float, n: int, rng: np.random.Generator, cv: float = 1.0) -> np.ndarray:
     """``n`` arrival times (seconds, first gap included) of a process with mean ``rate_per_s``."""
     if kind not in ARRIVALS:
         raise WorkloadError(f"arrival: must be one of {', '.join(ARRIVALS)}, got {kind!r}")
     if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0):
         raise WorkloadError(f"rate: must be a number > 0 requests/s, got {rate_per_s!r}")
-    if kind == "gamma" and not cv > 0:
-        raise WorkloadError(f"cv: the gamma arrivals' coefficient of variation must be > 0, got {cv!r}")
+    if kind == "gamma" and not 0 < cv <= MAX_CV:
+        raise WorkloadError(f"cv: the gamma arrivals' coefficient of variation must be in (0, {MAX_CV:g}], got {cv!r}")
     mean = 1.0 / rate_per_s
     if kind == "poisson":
         gaps = rng.exponential(mean, size=n)
@@ -154,8 +183,11 @@ def generate(*, rate_per_s: float, duration_s: float | None = None, num_requests
         raise WorkloadError("workload: give duration_s or num_requests")
     if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
         raise WorkloadError(f"duration: must be > 0 seconds, got {duration_s!r}")
-    if num_requests is not None and num_requests < 1:
-        raise WorkloadError(f"num_requests: must be >= 1, got {num_requests!r}")
+    if num_requests is not None and not 1 <= num_requests <= MAX_REQUESTS:
+        raise WorkloadError(f"num_requests: must be in 1..{MAX_REQUESTS:,}, got {num_requests!r}")
+    if num_requests is None and isinstance(rate_per_s, (int, float)) and rate_per_s * duration_s > MAX_REQUESTS:
+        raise WorkloadError(f"rate: {rate_per_s:g} requests/s over {duration_s:g} s is {rate_per_s * duration_s:,.0f} "
+                            f"requests; at most {MAX_REQUESTS:,} are simulated (shorten the duration)")
     prompt = prompt if isinstance(prompt, LengthDist) else LengthDist("fixed", value=int(prompt))
     output = output if isinstance(output, LengthDist) else LengthDist("fixed", value=int(output))
     rng = np.random.default_rng(seed)
@@ -164,6 +196,9 @@ def generate(*, rate_per_s: float, duration_s: float | None = None, num_requests
         n = int(rate_per_s * duration_s + 10 * math.sqrt(rate_per_s * duration_s * max(1.0, cv * cv)) + 10)
         t = arrival_times(arrival, rate_per_s, n, rng, cv)
         t = t[t < duration_s]
+        if not len(t):
+            raise WorkloadError(f"rate: no request arrives within {duration_s:g} s at {rate_per_s:g} requests/s; "
+                                "raise the rate or the duration")
     else:
         t = arrival_times(arrival, rate_per_s, int(num_requests), rng, cv)
     n = len(t)
@@ -176,6 +211,12 @@ def generate(*, rate_per_s: float, duration_s: float | None = None, num_requests
         pt = min(int(prefix_tokens), int(p[i])) if pid is not None else 0
         out.append(Request(i, float(t[i]), int(p[i]), int(o[i]), pid, pt))
     return tuple(out)
+
+
+def _quote(value, limit: int = 60) -> str:
+    """A trace value as a message quotes it, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text):,} characters)"
 
 
 _FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
@@ -194,7 +235,9 @@ def _row_to_request(i: int, row: dict[str, Any], where: str) -> Request:
         try:
             fv = float(v)
         except (TypeError, ValueError):
-            raise WorkloadError(f"{where}: field {f!r} is not a number: {v!r}") from None
+            raise WorkloadError(f"{where}: field {f!r} is not a number: {_quote(v)}") from None
+        except OverflowError:  # a JSON integer of hundreds of digits
+            raise WorkloadError(f"{where}: field {f!r} is beyond any time or token count: {_quote(v)}") from None
         if not math.isfinite(fv):
             raise WorkloadError(f"{where}: field {f!r} must be a finite number, got {v!r}")
         return fv
@@ -244,6 +287,10 @@ def load_trace(path: str | Path) -> tuple[Request, ...]:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise WorkloadError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
+            except (ValueError, RecursionError) as e:
+                # a number of more than 4,300 digits, objects nested thousands deep
+                why = "nested too deeply" if isinstance(e, RecursionError) else "a number too long to read"
+                raise WorkloadError(f"{p}:{ln}: not a trace line ({why})") from None
             if not isinstance(obj, dict):
                 raise WorkloadError(f"{p}:{ln}: each line must be a JSON object")
             rows.append((f"{p}:{ln}", obj))
@@ -260,8 +307,12 @@ def load_trace(path: str | Path) -> tuple[Request, ...]:
         if missing:
             raise WorkloadError(f"{p}:1: field {missing[0]!r} is missing from the header "
                                 f"(found {', '.join(reader.fieldnames)})")
-        for ln, row in enumerate(reader, start=2):
-            rows.append((f"{p}:{ln}", row))
+        try:
+            for ln, row in enumerate(reader, start=2):
+                rows.append((f"{p}:{ln}", row))
+        except csv.Error as e:
+            # a field beyond the csv module's 131,072 characters, a NUL byte
+            raise WorkloadError(f"{p}:{len(rows) + 2}: not a CSV row ({e})") from None
     if not rows:
         raise WorkloadError(f"{p}: the trace has no requests")
     reqs = [_row_to_request(i, row, where) for i, (where, row) in enumerate(rows)]

@@ -54,6 +54,10 @@ def _kinds_of(field: str) -> list[str]:
     return [k for k, bad in NOT_FOR.items() if field not in bad]
 
 
+#: the largest whole number a sweep parameter may take: what a results table stores exactly
+#: (float64's 2^53; m = 10^20 passed, failed its point and then the store, exit 3)
+MAX_SWEEP_INT = 2 ** 53
+
 class LengthSpec(BaseModel):
     """Prompt or output lengths of a serving workload: ``{kind: fixed, value: N}`` (or just
     ``N``), ``{kind: uniform, low, high}``, ``{kind: lognormal, median, sigma, low, high}``
@@ -62,9 +66,9 @@ class LengthSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["fixed", "uniform", "lognormal"]
-    value: Optional[int] = Field(None, ge=1)
-    low: int = Field(1, ge=1)
-    high: int = Field(1 << 20, ge=1)
+    value: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
+    low: int = Field(1, ge=1, le=MAX_SWEEP_INT)
+    high: int = Field(1 << 20, ge=1, le=MAX_SWEEP_INT)
     median: Optional[float] = Field(None, gt=0)
     sigma: float = Field(0.5, ge=0)
 
@@ -103,24 +107,24 @@ class WorkloadSpec(BaseModel):
     # ``["max_context=131072"]`` (stored as the mapping, so both hash alike)
     model_set: Optional[dict[str, Scalar]] = None
     phase: Literal["prefill", "decode", "generate"] = "decode"
-    batch: int = Field(1, ge=1)
+    batch: int = Field(1, ge=1, le=MAX_SWEEP_INT)
     # None: 2,048 tokens, or fewer where the model's max_context needs room (as `sim run`;
     # resolved per point by the planner, so the row and the hash carry the value that ran)
-    prompt_len: Optional[int] = Field(None, ge=1)
-    context_len: Optional[int] = Field(None, ge=0)
-    new_tokens: int = Field(128, ge=1)
-    draft_tokens: int = Field(0, ge=0)
+    prompt_len: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
+    context_len: Optional[int] = Field(None, ge=0, le=MAX_SWEEP_INT)
+    new_tokens: int = Field(128, ge=1, le=MAX_SWEEP_INT)
+    draft_tokens: int = Field(0, ge=0, le=MAX_SWEEP_INT)
     kv_dtype: Optional[str] = None
-    tensor_parallel: int = Field(1, ge=1)
-    pipeline_parallel: int = Field(1, ge=1)
+    tensor_parallel: int = Field(1, ge=1, le=MAX_SWEEP_INT)
+    pipeline_parallel: int = Field(1, ge=1, le=MAX_SWEEP_INT)
     attention: Optional[Literal["fused", "unfused"]] = None   # None: the chip's attention_lowering
     allow_overflow: bool = False
     # gemm
-    m: Optional[int] = Field(None, ge=1)
-    k: Optional[int] = Field(None, ge=1)
-    n: Optional[int] = Field(None, ge=1)
-    count: int = Field(1, ge=1)
-    row_length: Optional[int] = Field(None, ge=1)
+    m: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
+    k: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
+    n: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
+    count: int = Field(1, ge=1, le=MAX_SWEEP_INT)
+    row_length: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
     # both
     dtype: str = "bf16"
     weight_dtype: Optional[str] = None
@@ -132,31 +136,31 @@ class WorkloadSpec(BaseModel):
     scheduler: str = "continuous"
     rate_per_s: float = Field(8.0, gt=0, allow_inf_nan=False)
     duration_s: float = Field(60.0, gt=0, allow_inf_nan=False)
-    num_requests: Optional[int] = Field(None, ge=1)
+    num_requests: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
     arrival: Literal["poisson", "gamma", "fixed"] = "poisson"
     cv: float = Field(1.0, gt=0, allow_inf_nan=False)
     prompt: Union[int, LengthSpec] = 512
     output: Union[int, LengthSpec] = 128
-    seed: int = Field(0, ge=0)
-    replicas: int = Field(1, ge=1)
-    prefill_replicas: Optional[int] = Field(None, ge=1)
+    seed: int = Field(0, ge=0, le=MAX_SWEEP_INT)
+    replicas: int = Field(1, ge=1, le=MAX_SWEEP_INT)
+    prefill_replicas: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
     router: Literal[ROUTERS] = "least_outstanding"  # type: ignore[valid-type]
-    max_batch: int = Field(256, ge=1)
-    token_budget: Optional[int] = Field(None, ge=1)
+    max_batch: int = Field(256, ge=1, le=MAX_SWEEP_INT)
+    token_budget: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
     timeout_ms: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
-    block_tokens: int = Field(16, ge=1)
-    kv_capacity_tokens: Optional[int] = Field(None, ge=1)
+    block_tokens: int = Field(16, ge=1, le=MAX_SWEEP_INT)
+    kv_capacity_tokens: Optional[int] = Field(None, ge=1, le=MAX_SWEEP_INT)
     memory_utilisation: float = Field(0.9, gt=0, le=1)
     preemption: Literal["recompute", "swap"] = "recompute"
     prefix_caching: bool = False
-    prefix_groups: int = Field(0, ge=0)
-    prefix_tokens: int = Field(0, ge=0)
-    speculative_k: int = Field(0, ge=0)
+    prefix_groups: int = Field(0, ge=0, le=MAX_SWEEP_INT)
+    prefix_tokens: int = Field(0, ge=0, le=MAX_SWEEP_INT)
+    speculative_k: int = Field(0, ge=0, le=MAX_SWEEP_INT)
     alpha: float = Field(0.7, ge=0, le=1)
     draft_model: Optional[str] = None
     kv_link_gb_per_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
     graphs: Literal[GRAPH_POLICIES] = "all"  # type: ignore[valid-type]
-    max_queue: Optional[int] = Field(None, ge=0)
+    max_queue: Optional[int] = Field(None, ge=0, le=MAX_SWEEP_INT)
     drain_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
     slo_ttft_ms: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
     slo_tpot_ms: Optional[float] = Field(None, gt=0, allow_inf_nan=False)

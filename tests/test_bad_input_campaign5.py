@@ -1,0 +1,164 @@
+"""Bad input found by the fifth campaign (session 28: ~500 mutated chip, model, trace, case and
+sweep inputs and option values run through every command): each case is one clear message and
+exit 2 (the Python API: a SimError), never an internal error, a numpy warning or a hang."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+# the CLI runner and the refusal check of the first campaign (tests/ is on the path under pytest)
+from test_bad_input import ROOT, refused, sim  # noqa: F401
+
+from sim.apps.serving import workload as W
+from sim.apps.validation_cases import read_cases
+from sim.errors import WorkloadError
+
+HEADER = "kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"
+
+
+def _chip_with(tmp_path, old: str, new: str):
+    text = (ROOT / "arch_configs" / "npu_128x128.yaml").read_text()
+    assert old in text
+    f = tmp_path / "npu_128x128.yaml"
+    f.write_text(text.replace(old, new, 1))
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if new.strip() in ln)
+    return f, line
+
+
+def test_a_dram_smaller_than_one_row_per_bank_is_refused_at_its_key(tmp_path):
+    # was 'internal error: ValueError: transfers must lie in [0, N)' from inside the DRAM model
+    f, line = _chip_with(tmp_path, "capacity_gib: 16 ", "capacity_gib: 0.000001 ")
+    refused(sim("check", str(f)), f"npu_128x128.yaml:{line}: memory.levels.2.capacity_gib",
+            "smaller than one 1024-byte row in each of the 32 pseudo-channels x 32 banks")
+
+
+def test_a_number_too_long_to_read_names_its_line(tmp_path):
+    # was 'internal error: ValueError: Exceeds the limit (4300 digits) for integer string conversion'
+    f, line = _chip_with(tmp_path, "clock_mhz: 1050 ", "clock_mhz: " + "9" * 5000 + " ")
+    proc = sim("check", str(f))
+    refused(proc, f"npu_128x128.yaml:{line}: clock_mhz: the value 9999", "(5,000 characters) is too long to "
+            "read as a number")
+    assert len(proc.stderr) < 1000
+
+
+def test_a_long_bad_value_is_quoted_short():
+    # the 5,000-character value was printed whole
+    proc = sim("gemm", "npu_128x128", "--m", "8", "--k", "8", "--n", "8", "-q", "--set", "clock_mhz=" + "x" * 5000)
+    refused(proc, "clock_mhz: Input should be a valid number", "(5,002 characters)")
+    assert len(proc.stderr) < 1000
+
+
+def test_a_model_with_more_experts_than_can_be_priced_is_refused():
+    # 10^9 experts ran out of memory drawing the routed loads (exit -9 after 76 s)
+    refused(sim("run", "npu_128x128", "mixtral-8x7b", "--phase", "decode", "--model-set", "num_experts=1000000000",
+                "--allow-overflow"), "num_experts", "less than or equal to 1048576")
+
+
+def test_arrivals_that_bring_no_request_say_so():
+    # was 'internal error: ValueError: max() arg is an empty sequence'
+    with pytest.raises(WorkloadError, match="no request arrives within 2 s"):
+        W.generate(rate_per_s=1e-300, duration_s=2.0)
+
+
+def test_a_coefficient_of_variation_beyond_any_trace_is_refused():
+    # cv 1e10 asked numpy for 1 TiB of gaps
+    with pytest.raises(WorkloadError, match=r"cv: .* must be in \(0, 100\]"):
+        W.generate(rate_per_s=1.0, duration_s=2.0, arrival="gamma", cv=1e10)
+    W.generate(rate_per_s=5.0, duration_s=10.0, arrival="gamma", cv=100.0)  # the largest allowed runs
+    refused(sim("serve", "npu_128x128", "tiny", "--rate", "1", "--duration", "2", "--arrival", "gamma",
+                "--cv", "1e10"), "--cv must be a coefficient of variation in (0, 100]")
+
+
+def test_more_replicas_than_a_run_can_hold_are_refused():
+    # 10^7 replicas never started (20 s and 670 MB at 10^5)
+    from sim.apps.serving.simulator import MAX_REPLICAS, serve
+
+    with pytest.raises(WorkloadError, match="replicas: at most 16,384"):
+        serve("npu_128x128", "tiny", rate_per_s=1.0, duration_s=2.0, replicas=MAX_REPLICAS + 1)
+
+
+def test_a_wide_lognormal_draws_clipped_lengths_without_a_numpy_warning():
+    # lognormal:100:1000 cast inf to int64 ('invalid value encountered in cast')
+    dist = W.LengthDist("lognormal", mean_log=100.0, sigma_log=1000.0, low=8, high=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = dist.sample(np.random.default_rng(0), 1000)
+    assert x.min() >= 8 and x.max() <= 4096
+    # within the clip, the same lengths as rounding before clipping gave
+    usual = W.LengthDist("lognormal", mean_log=6.0, sigma_log=0.8, low=8, high=4096)
+    rng = np.random.default_rng(1)
+    want = np.clip(np.rint(np.random.default_rng(1).lognormal(6.0, 0.8, size=500)).astype(np.int64), 8, 4096)
+    assert np.array_equal(usual.sample(rng, 500), want)
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 20, "1e20"])
+def test_lengths_beyond_any_context_are_refused(value):
+    # 10^20 tokens failed inside numpy ('Python int too large to convert to C long')
+    with pytest.raises(WorkloadError, match="beyond the 1,073,741,824"):
+        W.LengthDist("fixed", value=int(float(value)))
+    with pytest.raises(WorkloadError, match="prompt_tokens must be a whole number in 1..1,073,741,824"):
+        W.Request(0, 0.0, int(float(value)), 8)
+
+
+@pytest.mark.parametrize("name, text, needle", [
+    ("big.csv", "arrival_s,prompt_tokens,output_tokens\n0.1," + "1" * 140_000 + ",8\n",
+     "big.csv:2: not a CSV row (field larger than field limit"),
+    ("digits.jsonl", '{"arrival_s": 0, "prompt_tokens": ' + "9" * 5000 + ', "output_tokens": 8}\n',
+     "digits.jsonl:1: not a trace line (a number too long to read)"),
+    ("huge.jsonl", '{"arrival_s": 0, "prompt_tokens": ' + "9" * 400 + ', "output_tokens": 8}\n',
+     "huge.jsonl:1: field 'prompt_tokens' is beyond any time or token count"),
+    ("late.csv", "arrival_s,prompt_tokens,output_tokens\n1e300,8,8\n",
+     "arrival_s must be a number of seconds in 0..3.2e+08"),
+])
+def test_a_trace_with_values_no_run_can_hold_names_its_line(tmp_path, name, text, needle):
+    # were internal errors (csv.Error, ValueError, OverflowError) or numpy overflow warnings
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(WorkloadError) as err:
+        W.load_trace(f)
+    assert needle in str(err.value) and len(str(err.value)) < 400, str(err.value)[:400]
+
+
+def test_a_case_file_with_an_unreadable_cell_names_its_line(tmp_path):
+    f = tmp_path / "cases.csv"
+    f.write_text(HEADER + "gemm,bf16,64,64,64,,,,,,,,,,,0.1\n" + "gemm,bf16," + "1" * 140_000 + ",64,64,,,,,,,,,,,0.1\n")
+    with pytest.raises(WorkloadError, match=r"cases.csv:3: not a case CSV row \(field larger than field limit"):
+        read_cases(f)
+
+
+def test_attention_layer_and_copy_cases_name_a_dtype_they_cannot_take(tmp_path):
+    # 'fp99' was accepted and priced as bf16
+    f = tmp_path / "cases.csv"
+    f.write_text(HEADER + "attention,fp99,,,,1,4,4,64,16,16,1,,,,0.1\n"
+                 "layer,zz,,,,1,4,4,64,16,16,1,256,512,,0.1\ncopy,qq,,,,,,,,,,,,,1024,0.1\n"
+                 "copy,uint8,,,,,,,,,,,,,1024,0.1\n")
+    with pytest.raises(WorkloadError) as err:
+        read_cases(f)
+    msg = str(err.value)
+    assert "cases.csv:2: column dtype: 'fp99' is not a dtype of attention cases (valid: bf16)" in msg
+    assert "cases.csv:3: column dtype: 'zz' is not a dtype of layer cases" in msg
+    assert "cases.csv:4: column dtype: 'qq' is not a dtype of copy cases (valid: uint8" in msg
+    assert "cases.csv:5" not in msg
+
+
+def test_a_layer_case_whose_heads_cannot_group_is_reported_per_case(tmp_path):
+    # leaked pydantic's ValidationError and its URL (exit 3)
+    f = tmp_path / "cases.csv"
+    f.write_text(HEADER + "layer,bf16,,,,1,4,3,64,16,16,1,256,512,,0.1\ncopy,uint8,,,,,,,,,,,,,1024,0.01\n")
+    proc = sim("validate", "npu_128x128", str(f), "--out", str(tmp_path / "out"), "-q")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "pydantic" not in proc.stderr, proc.stderr
+    assert "cases.csv:2: num_heads (4) must be a multiple of num_kv_heads (3)" in proc.stderr
+
+
+def test_a_sweep_value_beyond_what_its_table_stores_is_an_invalid_point(tmp_path):
+    # the invalid point's m = 10^20 then stopped the store ('internal error: OverflowError'), every rerun too
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("name: big-m\nchip: npu_128x128\nworkloads:\n  - name: g\n    kind: gemm\n    m: 64\n    k: 64\n"
+                    "    n: 64\nparameters:\n  workload.m: [64, 100000000000000000000]\nmetrics: [seconds]\n")
+    for _ in range(2):
+        proc = sim("sweep", str(spec), "--out", str(tmp_path / "out"), "-q")
+        assert proc.returncode == 0 and "internal error" not in proc.stderr, proc.stderr
+    table = (tmp_path / "out" / "results.csv").read_text()
+    assert "invalid point: parameter workload.m = 100000000000000000000: Input should be less than or equal to" in table
