@@ -102,6 +102,36 @@ def test_a_throttled_op_keeps_the_mapping_chosen_at_the_chips_clock():
     assert at_top.mapping["compute"]["candidates_simulated"] > 1
 
 
+def test_dvfs_skips_the_step_up_only_where_its_power_is_certainly_over(monkeypatch):
+    """After a clock that fits, the search tries one grid step up unless the op's energy there
+    over the fitting clock's duration (a higher clock is never slower) is already over the
+    limit.  The clock and the time are those of simulating the step up."""
+    chip = load_chip("h200_sxm")
+    tried: list[float] = []
+    real = DV.power_at
+
+    def counting(c, op, options, f):
+        tried.append(f)
+        return real(c, op, options, f)
+
+    monkeypatch.setattr(DV, "power_at", counting)
+    saved = 0
+    for m, k, n in ((4096, 4096, 4096), (2048, 4096, 28672)):
+        op = Gemm("gemm", m=m, k=k, n=n, dtype="bf16")
+        tried.clear()
+        f, r, p, _ = DV.dvfs_clock(chip, op)
+        skipping = list(tried)
+        monkeypatch.setattr(DV, "_over_at", lambda *a: False)
+        tried.clear()
+        f_all, r_all, p_all, _ = DV.dvfs_clock(chip, op)
+        monkeypatch.undo()
+        monkeypatch.setattr(DV, "power_at", counting)
+        assert (f, r.seconds, p) == (f_all, r_all.seconds, p_all), (m, k, n)
+        assert set(skipping) <= set(tried) and f + chip.power.clock_step_mhz in tried
+        saved += len(tried) - len(skipping)
+    assert saved == 1  # 4096^3 fits at 1425 MHz (696.9 W); at 1440 its energy over that duration is 703.0 W
+
+
 def test_top_clock_is_the_chips_clock_capped_at_boost():
     h200, b200 = dvfs_chip("h200_sxm"), dvfs_chip("blackwell_b200")
     assert DV.top_clock_mhz(h200) == h200.clock_mhz < h200.power.boost_clock_mhz  # the calibrated 1650 MHz

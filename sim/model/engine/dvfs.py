@@ -69,8 +69,12 @@ def dvfs_clock(chip: ChipSpec, op, options=None):
             if nxt + pw.clock_step_mhz >= infeasible or nxt >= top:
                 break
             # the prediction from an infeasible clock undershoots only when time grows
-            # slower than 1/f; one grid step up may still fit
+            # slower than 1/f; one grid step up may still fit - unless its energy there over
+            # this clock's duration (a higher clock is never slower) is already over the limit,
+            # as it is for most throttled ops (the step raises the core rail's voltage)
             f_up = nxt + pw.clock_step_mhz
+            if _over_at(chip, r2, nxt, f_up, limit):
+                break
             r3, p3 = power_at(chip, op, options, f_up)
             if p3 <= limit:
                 feasible = (f_up, r3, p3)
@@ -84,6 +88,16 @@ def dvfs_clock(chip: ChipSpec, op, options=None):
     if feasible is None:
         return f, r, op_power_w(r), op_power_w(r) > limit
     return feasible[0], feasible[1], feasible[2], False
+
+
+def _over_at(chip: ChipSpec, res, f_mhz: float, f_up_mhz: float, limit_w: float) -> bool:
+    """Whether ``res`` (simulated at ``f_mhz``) is certainly over ``limit_w`` at the higher
+    ``f_up_mhz``: its events cost more there (the core rail's at the higher voltage) and its
+    duration is at most the one at ``f_mhz``, so this is a lower bound on its power there."""
+    core = sum(v for k, v in res.energy_breakdown_pj.items() if E.is_core_rail(chip, k))
+    other = sum(v for k, v in res.energy_breakdown_pj.items() if k not in ("total", "static") and not E.is_core_rail(chip, k))
+    scale = E.voltage_energy_factor(chip, f_up_mhz) / E.voltage_energy_factor(chip, f_mhz)
+    return res.seconds > 0 and chip.power.idle_w + (core * scale + other) * 1e-12 / res.seconds > limit_w
 
 
 def simulate_op_dvfs(chip: ChipSpec, op, options=None):
