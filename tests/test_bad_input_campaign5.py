@@ -3,6 +3,7 @@ sweep inputs and option values run through every command): each case is one clea
 exit 2 (the Python API: a SimError), never an internal error, a numpy warning or a hang."""
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -13,7 +14,7 @@ from test_bad_input import ROOT, refused, sim  # noqa: F401
 
 from sim.apps.serving import workload as W
 from sim.apps.validation_cases import read_cases
-from sim.errors import WorkloadError
+from sim.errors import SimError, WorkloadError
 
 HEADER = "kind,dtype,m,k,n,batch,heads,kv_heads,head_dim,q_len,kv_len,causal,hidden,ffn,bytes,measured_ms\n"
 
@@ -53,7 +54,7 @@ def test_a_long_bad_value_is_quoted_short():
 def test_a_model_with_more_experts_than_can_be_priced_is_refused():
     # 10^9 experts ran out of memory drawing the routed loads (exit -9 after 76 s)
     refused(sim("run", "npu_128x128", "mixtral-8x7b", "--phase", "decode", "--model-set", "num_experts=1000000000",
-                "--allow-overflow"), "num_experts", "less than or equal to 1048576")
+                "--allow-overflow"), "num_experts", "less than or equal to 4096")
 
 
 def test_arrivals_that_bring_no_request_say_so():
@@ -162,3 +163,90 @@ def test_a_sweep_value_beyond_what_its_table_stores_is_an_invalid_point(tmp_path
         assert proc.returncode == 0 and "internal error" not in proc.stderr, proc.stderr
     table = (tmp_path / "out" / "results.csv").read_text()
     assert "invalid point: parameter workload.m = 100000000000000000000: Input should be less than or equal to" in table
+
+
+def test_a_stack_count_that_divides_by_zero_for_an_op_names_its_key(tmp_path):
+    # 'n/(eb-2)' passed sim check and was 'internal error: ZeroDivisionError' for a 2-byte op
+    import sim as S
+
+    text = (ROOT / "stacks" / "eager_pytorch.yaml").read_text()
+    old = 'read: 2*n*eb, write: n*eb, source: "x*cos + rotate_half(x)*sin"'
+    assert old in text
+    f = tmp_path / "eager_pytorch.yaml"
+    f.write_text(text.replace(old, old.replace("read: 2*n*eb", "read: n/(eb-2)"), 1))
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if "n/(eb-2)" in ln)
+    with pytest.raises(Exception) as err:
+        S.run_llm("h200_sxm", "tiny", phase="decode", batch=1, context_len=16, stack=str(f))
+    assert f"eager_pytorch.yaml:{line}: unfused.rope.kernels.4.read: 'n/(eb-2)' divides by zero for this op" \
+        in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("op, needle", [
+    ({"op": "a", "kind": "gemm", "seconds": int("1" * 400)}, "ops.0.seconds must be a finite number >= 0"),
+    ({"op": "a", "kind": "gemm", "seconds": 1e-3, "flops": "x"}, "ops.0.flops must be a finite number >= 0, got 'x'"),
+    ({"op": "a", "kind": "gemm", "seconds": 1e-3, "flops": float("inf")}, "ops.0.flops must be a finite number"),
+    ({"op": "a", "kind": ["gemm"], "seconds": 1e-3}, "ops.0.kind must be a name, got ['gemm']"),
+    ({"op": "a", "kind": "gemm", "seconds": 1e-320, "flops": 1e9}, "is no rate (seconds too small)"),
+])
+def test_a_run_json_with_values_no_figure_can_draw_is_refused(tmp_path, op, needle):
+    # were TypeError / OverflowError from numpy, grouping or division, or a numpy warning (exit 0)
+    import json
+
+    from sim.apps.plotting.tables import read_run_json
+
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({"ops": [op]}))
+    with pytest.raises(SimError, match=re.escape(needle)):
+        read_run_json(str(f))
+    f.write_text('{"ops": [{"op": "a", "kind": "gemm", "seconds": ' + "9" * 5000 + "}]}")
+    with pytest.raises(SimError, match="a number too long to read"):
+        read_run_json(str(f))
+
+
+def test_a_figure_format_matplotlib_cannot_write_names_out(tmp_path):
+    # was matplotlib's "Format 'xyz' is not supported" as an internal error
+    res = tmp_path / "results.csv"
+    res.write_text("point,workload,chip,clock_mhz,seconds,error\n0,w,c,1000,1.0,\n1,w,c,2000,0.5,\n")
+    refused(sim("plot", "pareto", str(res), "--x", "clock_mhz", "--y", "seconds", "--out", str(tmp_path / "x.xyz")),
+            "x.xyz: cannot write a .xyz figure (formats:", "png")
+
+
+def test_scalesim_inputs_beyond_its_readers_name_the_line(tmp_path):
+    from sim.apps.scalesim_compat import read_topology
+
+    f = tmp_path / "topo.csv"
+    f.write_text("Layer name, M, N, K,\nL0, " + "1" * 140_000 + ", 8, 8,\n")
+    with pytest.raises(WorkloadError, match=r"topo.csv:2: not a topology row \(field larger than field limit"):
+        read_topology(f)
+    # numpy overflowed (warnings) in the dataflow report before the op refused the size
+    f.write_text("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+                 "Conv1, 100000000, 100000000, 3, 3, 3000, 16000, 1,\n")
+    with pytest.raises(WorkloadError, match=r"topo.csv:2: layer 'Conv1': M x N x K = .* is beyond what one op may be"):
+        read_topology(f)
+
+
+def test_a_length_file_beyond_its_reader_names_the_line(tmp_path):
+    f = tmp_path / "lengths.csv"
+    f.write_text("output_tokens\n" + "1" * 140_000 + "\n")
+    with pytest.raises(WorkloadError, match=r"lengths.csv:2: not a CSV row"):
+        W.LengthDist.from_file(f, "output_tokens")
+    g = tmp_path / "lengths.txt"
+    g.write_text("1e400\n5\n")  # was 'internal error: OverflowError: cannot convert float infinity to integer'
+    with pytest.raises(WorkloadError, match=r"lengths.txt:1: not a number: '1e400'"):
+        W.LengthDist.from_file(g)
+
+
+def test_an_empty_array_size_is_refused():
+    # was ignored (the chip's own array simulated)
+    refused(sim("gemm", "npu_128x128", "--m", "8", "--k", "8", "--n", "8", "--array", ""),
+            "--array must look like ROWSxCOLS (e.g. 128x128), got ''")
+
+
+def test_an_op_no_array_computes_is_named_in_a_whole_run():
+    # 'chip 'edge_npu' cannot compute in bf16' did not say which op of the run asked for bf16
+    import sim as S
+    from sim.errors import MappingError
+
+    # (the ops run on several threads: whichever fails first is named)
+    with pytest.raises(MappingError, match=r"^op '[\w.]+': chip 'edge_npu' cannot compute in (bf16|fp8)"):
+        S.run_llm("edge_npu", "tiny", phase="decode", batch=1, context_len=16, dtype="fp8")

@@ -29,7 +29,7 @@ from typing import Any
 
 from sim.apps.single_op import simulate
 from sim.errors import ConfigError, ConfigProblem, WorkloadError
-from sim.ir.ops import Gemm
+from sim.ir.ops import MAX_PROBLEM, Gemm
 from sim.model.dataflow import get_dataflow
 from sim.spec.loader import read_text_checked
 from sim.spec.registry import load_chip
@@ -161,7 +161,11 @@ def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
         lines = read_text_checked(path).splitlines()
     except ConfigError as exc:
         raise WorkloadError(f"cannot read the topology: {exc.problems[0].format()}") from None
-    rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(lines))]
+    reader = csv.reader(lines)
+    try:
+        rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(reader)]
+    except csv.Error as exc:  # a cell beyond the csv module's 131,072 characters
+        raise WorkloadError(f"{path}:{reader.line_num}: not a topology row ({exc})") from None
     rows = [(ln, [c for c in cells]) for ln, cells in rows if any(cells)]
     if not rows:
         raise WorkloadError(f"{path}: empty topology file")
@@ -218,6 +222,11 @@ def read_topology(path: str | Path, fmt: str = "auto") -> list[TopologyLayer]:
                 ifmap_h=ih, ifmap_w=iw, filt_h=fh, filt_w=fw, channels=c, num_filters=nf, stride_h=sh, stride_w=sw)))
     if not layers:
         raise WorkloadError(f"{path}: no layers after the header row")
+    for lay in layers:
+        if lay.m * lay.n * lay.k > MAX_PROBLEM:
+            # said by the op only after the dataflow report had overflowed numpy's integers (warnings)
+            raise WorkloadError(f"{path}:{lay.line}: layer '{lay.name}': M x N x K = {lay.m:,} x {lay.n:,} x "
+                                f"{lay.k:,} is beyond what one op may be ({MAX_PROBLEM:.3g})")
     return layers
 
 

@@ -22,7 +22,7 @@ def chip_options(sp) -> None:
 def chip_from_args(args) -> Any:
     overrides = list(getattr(args, "set", None) or [])
     arr = getattr(args, "array", None)
-    if arr:
+    if arr is not None:  # (an empty --array was ignored)
         try:
             rows, cols = (int(x) for x in arr.lower().split("x"))
         except ValueError:

@@ -141,9 +141,15 @@ def _step_kernels(prefix: str, steps: tuple[StepKernel, ...], env: dict, stack: 
         where = f"{prefix}.{k.name}"
 
         def count(field: str, expr) -> float:
-            v = _eval(expr, env, where)
+            try:
+                v = _eval(expr, env, where)
+            except (ZeroDivisionError, OverflowError) as exc:
+                # `n/(eb-2)` passed sim check and divided by zero for a 2-byte op (exit 3)
+                why = "divides by zero" if isinstance(exc, ZeroDivisionError) else "overflows"
+                raise _bad_count(stack, loc + (i, field), expr, env, why) from None
             if v < 0:  # was clamped to 0 without a word (`read: m - 2*k`)
-                raise _negative_count(stack, loc + (i, field), expr, v, env)
+                raise _bad_count(stack, loc + (i, field), expr, env, f"is {v:g}",
+                                 "; a byte or element count cannot be negative")
             return v
 
         read = int(round(count("read", k.read)))
@@ -154,13 +160,13 @@ def _step_kernels(prefix: str, steps: tuple[StepKernel, ...], env: dict, stack: 
     return out
 
 
-def _negative_count(stack: StackSpec, loc: tuple, expr, value: float, env: dict) -> StackProfileError:
+def _bad_count(stack: StackSpec, loc: tuple, expr, env: dict, what: str, why: str = "") -> StackProfileError:
+    """A profile's count that this op cannot have, named at the profile's file, line and key."""
     path = stack.source_path
     names = ", ".join(f"{n}={env[n]:g}" for n in sorted(env) if isinstance(env[n], (int, float)))
     return StackProfileError(ConfigProblem(
         str(path) if path is not None else f"stack '{stack.name}'", line_in(path, loc) if path is not None else 0,
-        ".".join(map(str, loc)), f"{expr!r} is {value:g} for this op ({names}); a byte or element count cannot be "
-                                 "negative"))
+        ".".join(map(str, loc)), f"{expr!r} {what} for this op ({names}){why}"))
 
 
 def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:

@@ -125,6 +125,12 @@ def label_for(col: str) -> tuple[str, float]:
 
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
+    ext = path.suffix.lstrip(".").lower()
+    formats = fig.canvas.get_supported_filetypes()
+    if ext and ext not in formats:
+        # matplotlib's "Format 'xyz' is not supported" was an internal error
+        _plt().close(fig)
+        raise SimError(f"--out {path}: cannot write a .{ext} figure (formats: {', '.join(sorted(formats))})")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     _plt().close(fig)

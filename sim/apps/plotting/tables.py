@@ -21,6 +21,9 @@ def read_run_json(path: str) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SimError(f"{path}: not a JSON result from `sim run --json` ({exc})") from None
+    except (ValueError, RecursionError):  # a number of over 4,300 digits; objects nested thousands deep
+        raise SimError(f"{path}: not a JSON result from `sim run --json` (a number too long to read, or "
+                       "nesting too deep)") from None
     if not isinstance(data, dict) or "ops" not in data:
         raise SimError(f"{path}: not a result of `sim run --json` (no 'ops')")
     ops = data["ops"]
@@ -32,11 +35,32 @@ def read_run_json(path: str) -> dict:
         if missing:
             raise SimError(f"{path}: ops.{i} has no {', '.join(repr(k) for k in missing)} (every op of "
                            "`sim run --json` has op, kind and seconds)")
-        if isinstance(o["seconds"], bool) or not isinstance(o["seconds"], (int, float)) \
-                or not np.isfinite(o["seconds"]) or o["seconds"] < 0:
-            # NaN / Infinity (json reads them) drew a figure with the op missing, exit 0
-            raise SimError(f"{path}: ops.{i}.seconds must be a finite number >= 0, got {o['seconds']!r}")
+        for key in ("op", "kind"):
+            if not isinstance(o[key], str):  # a list failed grouping the ops (exit 3)
+                raise SimError(f"{path}: ops.{i}.{key} must be a name, got {_short(o[key])}")
+        for key in ("seconds", "flops", "dram_bytes", "energy_j", "repeat"):
+            if key in o and (key == "seconds" or o[key] is not None) and not _finite_count(o[key]):
+                # NaN / Infinity (json reads them) drew a figure with the op missing, exit 0; a
+                # 400-digit integer or a string failed inside numpy (exit 3)
+                raise SimError(f"{path}: ops.{i}.{key} must be a finite number >= 0, got {_short(o[key])}")
+        flops, seconds = float(o.get("flops") or 0.0), float(o["seconds"])
+        if flops > 0 and seconds > 0 and not np.isfinite(flops / seconds):
+            raise SimError(f"{path}: ops.{i}: {flops:g} FLOPs in {seconds:g} s is no rate (seconds too small)")
     return data
+
+
+def _finite_count(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return bool(np.isfinite(float(v))) and v >= 0
+    except OverflowError:
+        return False
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text):,} characters)"
 
 
 def read_tables(paths: Sequence[str]):

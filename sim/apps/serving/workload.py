@@ -112,20 +112,29 @@ class LengthDist:
         if not p.exists():
             raise WorkloadError(f"length file {p} does not exist")
         vals: list[int] = []
-        with p.open() as f:
+        try:
+            return cls._read_lengths(p, column, vals)
+        except csv.Error as exc:  # a cell beyond the csv module's 131,072 characters
+            raise WorkloadError(f"{p}:{len(vals) + 2 if column else len(vals) + 1}: not a CSV row ({exc})") from None
+        except UnicodeDecodeError:
+            raise WorkloadError(f"{p}: not UTF-8 text; save the lengths as UTF-8") from None
+
+    @classmethod
+    def _read_lengths(cls, p: Path, column: str | None, vals: list[int]) -> "LengthDist":
+        with p.open(encoding="utf-8") as f:
             if column:
                 for i, row in enumerate(csv.DictReader(f), start=2):
                     try:
                         vals.append(int(float(row[column])))
-                    except (KeyError, TypeError, ValueError):
+                    except (KeyError, TypeError, ValueError, OverflowError):
                         raise WorkloadError(f"{p}:{i}: column {column!r} is missing or not a number") from None
             else:
                 for i, line in enumerate(f, start=1):
                     if line.strip():
                         try:
                             vals.append(int(float(line)))
-                        except ValueError:
-                            raise WorkloadError(f"{p}:{i}: not a number: {line.strip()!r}") from None
+                        except (ValueError, OverflowError):
+                            raise WorkloadError(f"{p}:{i}: not a number: {_quote(line.strip())}") from None
         return cls(kind="empirical", values=tuple(vals))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from sim.ir.ops import Collective
 from sim.ir.results import OpResult
 from sim.model.engine.dvfs import simulate_op_dvfs
 from sim.model.engine.lower import Options
+from sim.errors import MappingError
 from sim.model.engine.run import memoised, simulate_op_at_clock
 from sim.model.engine.threads import THREADS_ENV, threads, threads_limited
 from sim.spec.chip import ChipSpec
@@ -27,9 +28,16 @@ __all__ = ["simulate_op", "simulate_ops", "threads", "threads_limited", "THREADS
 def simulate_op(chip: ChipSpec, op, options: Options | None = None) -> OpResult:
     """Simulate ``op`` on ``chip``; identical (chip, op, options) return the memoised result."""
     options = options or Options()
-    if not isinstance(op, Collective) and getattr(chip, "power", None) is not None and chip.power.dvfs:
-        return memoised(chip, op, options, lambda: simulate_op_dvfs(chip, op, options))
-    return simulate_op_at_clock(chip, op, options)
+    try:
+        if not isinstance(op, Collective) and getattr(chip, "power", None) is not None and chip.power.dvfs:
+            return memoised(chip, op, options, lambda: simulate_op_dvfs(chip, op, options))
+        return simulate_op_at_clock(chip, op, options)
+    except MappingError as exc:
+        name = getattr(op, "name", None)
+        if not name or f"'{name}'" in str(exc):
+            raise
+        # a whole run's "chip 'edge_npu' cannot compute in bf16" did not say which op asked for bf16
+        raise MappingError(f"op '{name}': {exc}") from None
 
 
 def _work(op) -> float:

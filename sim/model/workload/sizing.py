@@ -26,6 +26,10 @@ MOE_ROUTINGS = ("random", "balanced")
 #: order statistics beyond (loads of hundreds of tokens per expert)
 RANDOM_ROUTING_DRAWS = 256
 RANDOM_ROUTING_EXACT_TOKENS = 1024
+#: ... and while tokens x experts stays within this (every expert count of production MoEs,
+#: 8-384, at RANDOM_ROUTING_EXACT_TOKENS): the draws cost RANDOM_ROUTING_DRAWS x tokens x
+#: experts random numbers, ~3 s at this bound; 64 tokens over 2^20 experts never finished
+RANDOM_ROUTING_EXACT_CELLS = 1 << 20
 
 
 def expert_token_counts(tokens: int, num_experts: int, top_k: int, skew: float = 0.0,
@@ -104,7 +108,7 @@ def _random_routing_loads(tokens: int, num_experts: int, top_k: int) -> tuple[fl
     total = tokens * top_k
     if tokens == 0:
         return (0.0,) * num_experts
-    if tokens <= RANDOM_ROUTING_EXACT_TOKENS:
+    if tokens <= RANDOM_ROUTING_EXACT_TOKENS and tokens * num_experts <= RANDOM_ROUTING_EXACT_CELLS:
         rng = np.random.default_rng(0)
         acc = np.zeros(num_experts)
         chunk = max(1, (1 << 20) // (tokens * num_experts))
