@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def quoted(value, limit: int = 80) -> str:
+    """A value as an error message quotes it: its repr, cut to ``limit`` characters (a
+    5,000-character value was printed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:max(10, limit - 25)]}... ({len(text):,} characters)"
+
+
 class SimError(Exception):
     """Base class of every error caused by user input."""
 

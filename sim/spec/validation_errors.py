@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sim.errors import ConfigProblem
+from sim.errors import ConfigProblem, quoted
 from sim.spec.model_spec import ModelSpec
 from sim.spec.yaml_reader import Loc, YamlDoc, _dotted
 
@@ -308,12 +308,6 @@ def _foreign_key_hint(model: Any, loc: Loc, doc: YamlDoc) -> str | None:
 
 
 
-def _short(value, limit: int = 80) -> str:
-    """A value as an error message quotes it: its repr, cut to ``limit`` characters (a
-    5,000-character value was printed whole)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 25]}... ({len(text):,} characters)"
-
 def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlDoc) -> list[ConfigProblem]:
     """Convert pydantic errors to problems with line, dotted path, valid keys and hints."""
     problems: list[ConfigProblem] = []
@@ -352,7 +346,7 @@ def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlD
                 msg = (f"unknown {disc} '{tag}'" + (f"; did you mean '{close[0]}'?" if close else "")
                        + f" (valid: {', '.join(tags)})")
         elif kind in ("model_type", "model_attributes_type", "dict_type"):
-            msg = "expected a mapping of keys" + ("" if isinstance(err.get("input"), dict) else f" (got {_short(err.get('input'))})")
+            msg = "expected a mapping of keys" + ("" if isinstance(err.get("input"), dict) else f" (got {quoted(err.get('input'))})")
         else:
             msg = err["msg"]
             if msg.startswith("Value error, "):
@@ -365,7 +359,7 @@ def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlD
                 if close:
                     msg += f"; did you mean '{close[0]}'?"
             if "input" in err and kind not in ("model_type",) and not isinstance(err["input"], (dict, list)):
-                msg += f" (got {_short(err['input'])})"
+                msg += f" (got {quoted(err['input'])})"
         key = (_dotted(loc), msg)
         if key in seen:
             continue

@@ -9,7 +9,7 @@ import numpy as np
 
 from sim.apps.plotting.style import pd_num
 from sim.apps.store import read_results
-from sim.errors import SimError
+from sim.errors import SimError, quoted
 
 
 def read_run_json(path: str) -> dict:
@@ -37,12 +37,12 @@ def read_run_json(path: str) -> dict:
                            "`sim run --json` has op, kind and seconds)")
         for key in ("op", "kind"):
             if not isinstance(o[key], str):  # a list failed grouping the ops (exit 3)
-                raise SimError(f"{path}: ops.{i}.{key} must be a name, got {_short(o[key])}")
+                raise SimError(f"{path}: ops.{i}.{key} must be a name, got {quoted(o[key])}")
         for key in ("seconds", "flops", "dram_bytes", "energy_j", "repeat"):
             if key in o and (key == "seconds" or o[key] is not None) and not _finite_count(o[key]):
                 # NaN / Infinity (json reads them) drew a figure with the op missing, exit 0; a
                 # 400-digit integer or a string failed inside numpy (exit 3)
-                raise SimError(f"{path}: ops.{i}.{key} must be a finite number >= 0, got {_short(o[key])}")
+                raise SimError(f"{path}: ops.{i}.{key} must be a finite number >= 0, got {quoted(o[key])}")
         flops, seconds = float(o.get("flops") or 0.0), float(o["seconds"])
         if flops > 0 and seconds > 0 and not np.isfinite(flops / seconds):
             raise SimError(f"{path}: ops.{i}: {flops:g} FLOPs in {seconds:g} s is no rate (seconds too small)")
@@ -56,11 +56,6 @@ def _finite_count(v) -> bool:
         return bool(np.isfinite(float(v))) and v >= 0
     except OverflowError:
         return False
-
-
-def _short(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text):,} characters)"
 
 
 def read_tables(paths: Sequence[str]):

@@ -38,11 +38,10 @@ DEFAULT_MAX_BATCH = 256
 #: host link for swapping KV blocks: PCIe 5.0 x16, 32 GT/s x 16 lanes, 128b/130b ≈ 63 GB/s
 #: per direction (PCI-SIG PCIe 5.0 base specification)
 DEFAULT_SWAP_GB_PER_S = 63.0
-
-
 #: the most replicas one run simulates: each is a SimPy process with its scheduler and KV
 #: cache (10^5 took 20 s and 670 MB before the first request; 10^7 never started)
 MAX_REPLICAS = 16_384
+
 
 @dataclass
 class ServeConfig:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.errors import WorkloadError
+from sim.errors import WorkloadError, quoted
 
 ARRIVALS = ("poisson", "gamma", "fixed")
 LENGTHS = ("fixed", "uniform", "lognormal", "empirical")
@@ -67,7 +67,7 @@ class Request:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_LENGTH_TOKENS:
                 raise WorkloadError(f"request {self.id}: {name} must be a whole number in 1..{MAX_LENGTH_TOKENS:,}, "
-                                    f"got {_quote(v)}")
+                                    f"got {quoted(v)}")
         if not (0 <= self.prefix_tokens <= self.prompt_tokens):
             raise WorkloadError(f"request {self.id}: prefix_tokens must be in 0..prompt_tokens "
                                 f"({self.prompt_tokens}), got {self.prefix_tokens}")
@@ -134,7 +134,7 @@ class LengthDist:
                         try:
                             vals.append(int(float(line)))
                         except (ValueError, OverflowError):
-                            raise WorkloadError(f"{p}:{i}: not a number: {_quote(line.strip())}") from None
+                            raise WorkloadError(f"{p}:{i}: not a number: {quoted(line.strip())}") from None
         return cls(kind="empirical", values=tuple(vals))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -156,8 +156,6 @@ class LengthDist:
         if self.kind == "empirical":
             return max(self.values)
         return self.high
-
-
 
 
 def arrival_times(kind: str, rate_per_s: float, n: int, rng: np.random.Generator, cv: float = 1.0) -> np.ndarray:
@@ -222,12 +220,6 @@ def generate(*, rate_per_s: float, duration_s: float | None = None, num_requests
     return tuple(out)
 
 
-def _quote(value, limit: int = 60) -> str:
-    """A trace value as a message quotes it, cut to ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text):,} characters)"
-
-
 _FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
@@ -244,9 +236,9 @@ def _row_to_request(i: int, row: dict[str, Any], where: str) -> Request:
         try:
             fv = float(v)
         except (TypeError, ValueError):
-            raise WorkloadError(f"{where}: field {f!r} is not a number: {_quote(v)}") from None
+            raise WorkloadError(f"{where}: field {f!r} is not a number: {quoted(v)}") from None
         except OverflowError:  # a JSON integer of hundreds of digits
-            raise WorkloadError(f"{where}: field {f!r} is beyond any time or token count: {_quote(v)}") from None
+            raise WorkloadError(f"{where}: field {f!r} is beyond any time or token count: {quoted(v)}") from None
         if not math.isfinite(fv):
             raise WorkloadError(f"{where}: field {f!r} must be a finite number, got {v!r}")
         return fv

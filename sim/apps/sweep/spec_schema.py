@@ -58,6 +58,7 @@ def _kinds_of(field: str) -> list[str]:
 #: (float64's 2^53; m = 10^20 passed, failed its point and then the store, exit 3)
 MAX_SWEEP_INT = 2 ** 53
 
+
 class LengthSpec(BaseModel):
     """Prompt or output lengths of a serving workload: ``{kind: fixed, value: N}`` (or just
     ``N``), ``{kind: uniform, low, high}``, ``{kind: lognormal, median, sigma, low, high}``
