@@ -85,6 +85,32 @@ OCC_WANTED = [
     ("launch__grid_size", ""),
     ("launch__block_size", ""),
 ]
+#: ``--set sparse``: cuSPARSELt's one 2:4 kernel (128x256x64 tiles) over a few rows (m = 8, 128)
+#: against a full tile's (256) and two (512) at k = 8192, n = 16384, and dense bf16 at 8 and 256
+#: rows: m = 8 takes ~2x m = 256 on the same grid and traffic (h100_micro_sparse_counters.csv),
+#: which the model prices as one full tile (README, Known limitations: 2:4 with few rows)
+SPARSE_GEMMS = ("bf16_2:4:8:8192:16384,bf16_2:4:128:8192:16384,bf16_2:4:256:8192:16384,bf16_2:4:512:8192:16384,"
+                "bf16:8:8192:16384,bf16:256:8192:16384")
+#: where a warp-specialised TMA + wgmma kernel's cycles go: the tensor pipe, issue activity and
+#: every warp stall reason (warps stalled per issuing cycle), the bytes the SMs took from L2
+SPARSE_WANTED = [
+    ("gpu__time_duration", ".sum"),
+    ("sm__cycles_elapsed", ".avg.per_second"),
+    ("sm__cycles_active", ".avg"),
+    ("sm__pipe_tensor_op_gmma_cycles_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__pipe_tensor_cycles_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("sm__inst_executed_pipe_tensor_op_gmma", ".sum"),
+    ("smsp__inst_executed", ".sum"),
+    ("smsp__issue_active", ".avg.pct_of_peak_sustained_elapsed"),
+    ("l1tex__m_xbar2l1tex_read_bytes", ".sum"),
+    ("lts__t_bytes", ".sum"),
+    ("dram__bytes_read", ".sum"),
+    ("launch__grid_size", ""),
+    ("launch__block_size", ""),
+] + [(f"smsp__average_warps_issue_stalled_{r}_per_issue_active", ".ratio") for r in (
+    "barrier", "long_scoreboard", "short_scoreboard", "wait", "sleeping", "membar", "mio_throttle",
+    "math_pipe_throttle", "lg_throttle", "tex_throttle", "no_instruction", "dispatch_stall", "branch_resolving",
+    "misc", "drain", "imc_miss", "not_selected", "selected")]
 #: metric base names (with the roll-up and ratio asked for each); a name this ncu does not list
 #: is left out (its absence is in the log)
 WANTED = [
@@ -111,9 +137,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--stem", default="h100_micro_tensor_pipe")
     ap.add_argument("--seconds", type=float, default=0.5)
-    ap.add_argument("--set", choices=("tensor", "simt", "occupancy"), default="tensor", help="which GEMMs and counters")
+    ap.add_argument("--set", choices=("tensor", "simt", "occupancy", "sparse"), default="tensor",
+                    help="which GEMMs and counters")
     args = ap.parse_args(argv)
-    wanted, gemms = {"simt": (SIMT_WANTED, SIMT_GEMMS), "occupancy": (OCC_WANTED, OCC_GEMMS)}.get(args.set, (WANTED, GEMMS))
+    wanted, gemms = {"simt": (SIMT_WANTED, SIMT_GEMMS), "occupancy": (OCC_WANTED, OCC_GEMMS),
+                     "sparse": (SPARSE_WANTED, SPARSE_GEMMS)}.get(args.set, (WANTED, GEMMS))
     os.makedirs(args.out, exist_ok=True)
     listed = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
     names = {line.split()[0] for line in listed.splitlines() if line.strip() and "__" in line.split()[0]}
