@@ -40,6 +40,8 @@ def test_bad_kernel_expressions_in_a_stack_are_refused_when_read(tmp_path, edit,
 # --------------------------------------------------------------------------- sim serve options and traces
 
 SERVE = ["serve", "npu_128x128", "tiny", "--no-progress", "-q", "--prompt", "16", "--output", "4"]
+#: a replayed trace brings its own arrivals and lengths (--prompt / --output with --trace are refused)
+SERVE_TRACE = SERVE[:5]
 
 
 @pytest.mark.parametrize("args, needles", [
@@ -66,7 +68,7 @@ def test_bad_serve_numbers(args, needles):
 def test_trace_that_is_not_utf8(tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_bytes(b"arrival_s,prompt_tokens,output_tokens\n0,1\xff6,4\n")  # was UnicodeDecodeError, exit 3
-    refused(sim(*SERVE, "--trace", str(trace)), "trace.csv:2: not UTF-8")
+    refused(sim(*SERVE_TRACE, "--trace", str(trace)), "trace.csv:2: not UTF-8")
 
 
 def test_trace_values_that_are_no_numbers_and_repeated_columns(tmp_path):
@@ -85,7 +87,7 @@ def test_trace_values_that_are_no_numbers_and_repeated_columns(tmp_path):
         with pytest.raises(WorkloadError) as e:
             load_trace(f)
         assert where in str(e.value) and what in str(e.value), (name, str(e.value))
-    refused(sim(*SERVE, "--trace", str(tmp_path / "dup.csv")), "dup.csv:1", "twice")
+    refused(sim(*SERVE_TRACE, "--trace", str(tmp_path / "dup.csv")), "dup.csv:1", "twice")
 
 
 # --------------------------------------------------------------------------- sweep specs and options

@@ -250,3 +250,11 @@ def test_an_op_no_array_computes_is_named_in_a_whole_run():
     # (the ops run on several threads: whichever fails first is named)
     with pytest.raises(MappingError, match=r"^op '[\w.]+': chip 'edge_npu' cannot compute in (bf16|fp8)"):
         S.run_llm("edge_npu", "tiny", phase="decode", batch=1, context_len=16, dtype="fp8")
+
+
+def test_generated_arrival_options_with_a_trace_are_refused(tmp_path):
+    # were ignored without a word (the trace's own arrivals and lengths ran)
+    f = tmp_path / "trace.csv"
+    f.write_text("arrival_s,prompt_tokens,output_tokens\n0.1,64,8\n")
+    refused(sim("serve", "npu_128x128", "tiny", "-q", "--no-progress", "--trace", str(f), "--rate", "4", "--prompt", "100"),
+            "--rate, --prompt describe generated arrivals; --trace replays the trace's own")

@@ -58,14 +58,16 @@ def add_parser(sub) -> None:
     s.add_argument("model", help="model YAML path or name (sim list workloads)")
     s.add_argument("--set", action="append", metavar="DOTTED.KEY=VALUE", help="override a chip value (repeatable)")
     w = s.add_argument_group("workload")
-    w.add_argument("--rate", type=float, default=8.0, help="mean arrival rate, requests/s (default 8)")
-    w.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (default 60)")
+    w.add_argument("--rate", type=float, default=None, help="mean arrival rate, requests/s (default 8)")
+    w.add_argument("--duration", type=float, default=None, help="seconds of arrivals (default 60)")
     w.add_argument("--num-requests", type=int, default=None, help="exactly this many requests (instead of --duration)")
-    w.add_argument("--arrival", choices=["poisson", "gamma", "fixed"], default="poisson", help="arrival process")
-    w.add_argument("--cv", type=float, default=1.0, help="gamma arrivals: coefficient of variation of the gaps")
-    w.add_argument("--prompt", default="512", help="prompt tokens: N, uniform:LO:HI, lognormal:MEDIAN:SIGMA[:LO:HI], "
+    w.add_argument("--arrival", choices=["poisson", "gamma", "fixed"], default=None,
+                   help="arrival process (default poisson)")
+    w.add_argument("--cv", type=float, default=None,
+                   help="gamma arrivals: coefficient of variation of the gaps (default 1)")
+    w.add_argument("--prompt", default=None, help="prompt tokens: N, uniform:LO:HI, lognormal:MEDIAN:SIGMA[:LO:HI], "
                                                   "file:PATH[:COLUMN] (default 512)")
-    w.add_argument("--output", default="128", help="output tokens, same forms as --prompt (default 128)")
+    w.add_argument("--output", default=None, help="output tokens, same forms as --prompt (default 128)")
     w.add_argument("--trace", default=None, help="replay a CSV/JSONL trace (arrival_s, prompt_tokens, output_tokens"
                                                  "[, prefix_id, prefix_tokens]) instead of generating arrivals")
     w.add_argument("--prefix-groups", type=int, default=0, help="requests share one of this many prefixes")
@@ -137,6 +139,12 @@ def _slos(args) -> dict:
     return slos
 
 
+#: the options that describe generated arrivals (attribute, default), which a trace replaces
+GENERATED_ARRIVALS = {"--rate": ("rate", 8.0), "--duration": ("duration", 60.0), "--num-requests": ("num_requests", None),
+                      "--arrival": ("arrival", "poisson"), "--cv": ("cv", 1.0), "--prompt": ("prompt", "512"),
+                      "--output": ("output", "128")}
+
+
 def _check_args(args) -> None:
     """Numbers the serving model would take silently (a negative drain, a NaN coefficient of
     variation, an acceptance rate of 1.5) or fail on deep inside (a negative seed, 10^12
@@ -149,6 +157,14 @@ def _check_args(args) -> None:
     def finite(v):
         return v is not None and math.isfinite(v)
 
+    given = [flag for flag, (attr, _) in GENERATED_ARRIVALS.items() if getattr(args, attr) is not None]
+    if args.trace is not None and given:
+        # they were ignored without a word: the trace's own arrivals and lengths ran
+        raise WorkloadError(f"{', '.join(given)} describe generated arrivals; --trace replays the trace's own "
+                            "(give one or the other)")
+    for attr, default in GENERATED_ARRIVALS.values():
+        if getattr(args, attr) is None:
+            setattr(args, attr, default)
     if not (finite(args.rate) and args.rate > 0):
         bad("--rate", args.rate, "a finite number of requests/s > 0")
     if not (finite(args.duration) and args.duration > 0):
