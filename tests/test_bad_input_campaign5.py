@@ -258,3 +258,27 @@ def test_generated_arrival_options_with_a_trace_are_refused(tmp_path):
     f.write_text("arrival_s,prompt_tokens,output_tokens\n0.1,64,8\n")
     refused(sim("serve", "npu_128x128", "tiny", "-q", "--no-progress", "--trace", str(f), "--rate", "4", "--prompt", "100"),
             "--rate, --prompt describe generated arrivals; --trace replays the trace's own")
+
+
+def test_a_case_file_with_a_column_twice_is_refused(tmp_path):
+    # the first 'm' was read, the second ignored
+    f = tmp_path / "cases.csv"
+    f.write_text(HEADER.replace("m,k,n", "m,k,n,m", 1) + "gemm,bf16,64,64,64,,,,,,,,,,,,0.1\n")
+    with pytest.raises(WorkloadError, match=r"cases.csv:1: column 'm' appears twice in the header"):
+        read_cases(f)
+
+
+def test_an_activation_the_import_does_not_know_is_refused(tmp_path):
+    # hidden_act 'foo' became silu_glu without a word
+    import json
+
+    from sim.apps.single_op import import_hf_config
+
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "vocab_size": 1000, "max_position_embeddings": 512, "intermediate_size": 512, "hidden_act": "foo"}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    with pytest.raises(WorkloadError, match="hidden_act 'foo' is no activation this import knows"):
+        import_hf_config(f)
+    f.write_text(json.dumps(dict(cfg, hidden_act="silu")))
+    assert import_hf_config(f)[1].activation == "silu_glu"

@@ -267,6 +267,11 @@ def import_hf_config(path, *, name: str | None = None, source: str | None = None
         if k in cfg:
             used[k] = cfg[k]
             break
+    if not any(a in act.lower() for a in ("silu", "swish", "swiglu", "gelu", "geglu", "relu")):
+        # 'foo' became silu_glu or gelu without a word
+        key = next((k for k in ("hidden_act", "hidden_activation", "activation_function") if k in cfg), "hidden_act")
+        raise WorkloadError(f"{path}: {key} {act!r} is no activation this import knows (silu / swish, gelu, relu "
+                            "and their gated forms)")
     gated = any(model_type.startswith(t) for t in _GATED) or "silu" in act or "swiglu" in act
     if "relu" in act and not gated:
         out["activation"] = "relu"

@@ -79,6 +79,9 @@ def read_cases(path: str | Path) -> list[Case]:
     if not rows:
         raise WorkloadError(f"{path}: empty case file")
     header = [h.strip() for h in rows[0]]
+    twice = next((h for i, h in enumerate(header) if h and h in header[:i]), None)
+    if twice is not None:  # the first of the two was read, the other silently ignored
+        raise WorkloadError(f"{path}:1: column {twice!r} appears twice in the header")
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise WorkloadError(f"{path}:1: missing columns {missing}; expected {','.join(COLUMNS)}")
