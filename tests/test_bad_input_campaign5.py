@@ -282,3 +282,14 @@ def test_an_activation_the_import_does_not_know_is_refused(tmp_path):
         import_hf_config(f)
     f.write_text(json.dumps(dict(cfg, hidden_act="silu")))
     assert import_hf_config(f)[1].activation == "silu_glu"
+
+
+def test_a_dram_technology_with_a_fractional_column_timing_is_refused(tmp_path):
+    # a chip's own t_ccd_s_nck had to be whole clocks; a technology file's 2.5 was taken
+    text = (ROOT / "dram_technologies" / "HBM3.yaml").read_text()
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("t_ccd_s_nck:"))
+    lines = text.splitlines(keepends=True)
+    lines[line - 1] = "t_ccd_s_nck: 2.5\n"
+    f = tmp_path / "HBM3.yaml"
+    f.write_text("".join(lines))
+    refused(sim("check", str(f)), f"HBM3.yaml:{line}: t_ccd_s_nck: must be a whole number of clock cycles")

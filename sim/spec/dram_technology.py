@@ -72,6 +72,11 @@ class DramTechnologySpec(_Spec):
                        or any(a >= b for a, b in zip(bounds[:-2], bounds[1:-1]))):
             problems.append((("t_rfc_pb_ns",), "density bounds must ascend and only the last be null (any density)",
                              [list(x) for x in self.t_rfc_pb_ns]))
+        for key in ("t_ccd_s_nck", "t_ccd_l_nck"):
+            v = getattr(self, key)
+            if v != int(v):  # as a chip's own t_ccd_*_nck (sim.spec.memory_spec): 2.5 was taken
+                problems.append(((key,), "must be a whole number of clock cycles (JEDEC column-to-column "
+                                 "timings are in nCK: commands issue on clock edges)", v))
         if self.name != technology_key(self.name):
             problems.append((("name",), f"a technology name is upper case without '-', '_' or spaces: "
                                         f"{technology_key(self.name)!r}", self.name))
