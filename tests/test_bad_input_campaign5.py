@@ -293,3 +293,11 @@ def test_a_dram_technology_with_a_fractional_column_timing_is_refused(tmp_path):
     f = tmp_path / "HBM3.yaml"
     f.write_text("".join(lines))
     refused(sim("check", str(f)), f"HBM3.yaml:{line}: t_ccd_s_nck: must be a whole number of clock cycles")
+
+
+def test_a_pareto_colour_column_that_is_not_there_is_refused(tmp_path):
+    # the points were drawn uncoloured without a word
+    res = tmp_path / "results.csv"
+    res.write_text("point,workload,chip,clock_mhz,seconds,error\n0,w,c,1000,1.0,\n1,w,c,2000,0.5,\n")
+    refused(sim("plot", "pareto", str(res), "--x", "clock_mhz", "--y", "seconds", "--color", "nope",
+                "--out", str(tmp_path / "p.png")), "no column 'nope' in the results", "--color")

@@ -84,7 +84,7 @@ def run(args) -> int:
                 path = heatmap(df, out, x=x, y=y, z=args.z or "tokens_per_s", title=args.title, agg=args.agg)
         except KeyError as exc:
             msg = str(exc.args[0]) if exc.args else str(exc)
-            hint = "; choose columns with --x / --y" + (" / --z" if kind == "heatmap" else "")
+            hint = "; choose columns with --x / --y" + (" / --z" if kind == "heatmap" else " / --color")
             raise SimError(f"{files}: {msg}{hint}") from None
         except SimError as exc:
             raise SimError(f"{files}: {exc}") from None

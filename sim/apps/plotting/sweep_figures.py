@@ -100,8 +100,8 @@ def pareto(df, path: str | Path, x: str = "area_mm2", y: str = "tokens_per_s", c
     tokens/s is better, less area is better).  ``color``: a parameter (numeric: colour
     bar; otherwise legend); ``annotate``: label up to this many front points."""
     plt = _plt()
-    for c in (x, y):
-        if c not in df.columns:
+    for c in (x, y) + ((color,) if color is not None else ()):
+        if c not in df.columns:  # (an unknown --color drew the points uncoloured without a word)
             raise KeyError(f"no column '{c}' in the results (columns: {', '.join(map(str, df.columns))})")
     ok = df[df["error"].isna()] if "error" in df.columns else df
     ok = require_numeric(ok, (x, y))
