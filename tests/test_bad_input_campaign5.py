@@ -301,3 +301,14 @@ def test_a_pareto_colour_column_that_is_not_there_is_refused(tmp_path):
     res.write_text("point,workload,chip,clock_mhz,seconds,error\n0,w,c,1000,1.0,\n1,w,c,2000,0.5,\n")
     refused(sim("plot", "pareto", str(res), "--x", "clock_mhz", "--y", "seconds", "--color", "nope",
                 "--out", str(tmp_path / "p.png")), "no column 'nope' in the results", "--color")
+
+
+def test_a_stack_count_that_is_a_flag_is_refused(tmp_path):
+    # YAML's true was read as 1 byte
+    text = (ROOT / "stacks" / "eager_pytorch.yaml").read_text()
+    old = 'read: 2*n*eb, write: n*eb, source: "x*cos + rotate_half(x)*sin"'
+    f = tmp_path / "eager_pytorch.yaml"
+    f.write_text(text.replace(old, old.replace("read: 2*n*eb", "read: true"), 1))
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if "read: true" in ln)
+    refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: unfused.rope.kernels.4.read: must be a number or an "
+            "expression, not a flag")

@@ -179,6 +179,13 @@ class StepKernel(FrozenSpec):
     row: float | str | None = Field(default=None, description="row length of a row-wise kernel (softmax)")
     source: str = Field(default="", description="the PyTorch call it is")
 
+    @field_validator("read", "write", "elements", "row", mode="before")
+    @classmethod
+    def _not_a_flag(cls, v):
+        if isinstance(v, bool):  # YAML's true was read as 1 byte
+            raise ValueError("must be a number or an expression, not a flag")
+        return v
+
     @field_validator("read", "write", "elements", "row", mode="after")
     @classmethod
     def _arithmetic(cls, v):
