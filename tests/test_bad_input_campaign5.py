@@ -312,3 +312,17 @@ def test_a_stack_count_that_is_a_flag_is_refused(tmp_path):
     line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if "read: true" in ln)
     refused(sim("check", str(f)), f"eager_pytorch.yaml:{line}: unfused.rope.kernels.4.read: must be a number or an "
             "expression, not a flag")
+
+
+def test_a_json_nested_too_deeply_names_its_file(tmp_path):
+    # was "the input is nested too deeply to process", no file named
+    from sim.apps.single_op import import_hf_config
+
+    f = tmp_path / "config.json"
+    f.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(WorkloadError, match=r"config.json: not a Hugging Face config.json \(objects nested too deeply\)"):
+        import_hf_config(f)
+    t = tmp_path / "trace.jsonl"
+    t.write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    with pytest.raises(WorkloadError, match=r"trace.jsonl:1: not a trace line \(nested too deeply\)"):
+        W.load_trace(t)

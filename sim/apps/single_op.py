@@ -203,6 +203,8 @@ def _read_json_config(path) -> dict:
         data = _json.loads(text)
     except ValueError as exc:
         raise WorkloadError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:  # was "the input is nested too deeply to process", no file named
+        raise WorkloadError(f"{path}: not a Hugging Face config.json (objects nested too deeply)") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: expected a JSON object (a Hugging Face config.json), got {type(data).__name__}")
     return data
