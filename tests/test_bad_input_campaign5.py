@@ -326,3 +326,17 @@ def test_a_json_nested_too_deeply_names_its_file(tmp_path):
     t.write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
     with pytest.raises(WorkloadError, match=r"trace.jsonl:1: not a trace line \(nested too deeply\)"):
         W.load_trace(t)
+
+
+def test_a_damaged_validation_checkpoint_is_not_called_another_chips(tmp_path):
+    # a file whose first line is no checkpoint header was reported as "written for another chip"
+    from sim.apps.validation import _read_checkpoint
+
+    ck = tmp_path / "predictions.partial.jsonl"
+    for text in ("garbage\n", '{"a": 1}\n', "[1, 2]\n"):
+        ck.write_text(text)
+        with pytest.raises(WorkloadError, match=r"predictions.partial.jsonl:1: not a checkpoint of `sim validate`"):
+            _read_checkpoint(ck, {"checkpoint_of": {"chip": "x"}}, [])
+    ck.write_text('{"checkpoint_of": {"chip": "y"}}\n')
+    with pytest.raises(WorkloadError, match="written for another chip"):
+        _read_checkpoint(ck, {"checkpoint_of": {"chip": "x"}}, [])

@@ -326,18 +326,25 @@ def _read_checkpoint(path: Path, header: dict[str, Any], cases: list[Case]) -> d
     done: dict[int, dict[str, Any]] = {}
     if not path.is_file() or path.stat().st_size == 0:
         return done
-    lines = path.read_text().splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        lines = [""]
     try:
         first = json.loads(lines[0])
-    except ValueError:
+    except (ValueError, RecursionError, IndexError):
         first = None
+    if not isinstance(first, dict) or "checkpoint_of" not in first:
+        # a damaged file was reported as one "written for another chip"
+        raise WorkloadError(f"{path}:1: not a checkpoint of `sim validate` (its first line is no checkpoint "
+                            "header); delete it (or choose another folder) to start afresh")
     if first != header:
         raise WorkloadError(f"{path}: this checkpoint was written for another chip, case file or "
                             "simulator version; delete it (or choose another folder) to start afresh")
     for text in lines[1:]:
         try:
             row = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(row, dict) and row.get("line") in wanted:
             done[int(row["line"])] = row
