@@ -340,3 +340,10 @@ def test_a_damaged_validation_checkpoint_is_not_called_another_chips(tmp_path):
     ck.write_text('{"checkpoint_of": {"chip": "y"}}\n')
     with pytest.raises(WorkloadError, match="written for another chip"):
         _read_checkpoint(ck, {"checkpoint_of": {"chip": "x"}}, [])
+
+
+@pytest.mark.parametrize("key", ["split_k", "tile_m"])
+def test_an_empty_mapping_menu_is_refused_at_its_key(key):
+    # left no candidate: "op 'gemm': no mapping found", the key unnamed
+    refused(sim("gemm", "h200_sxm", "--m", "64", "--k", "64", "--n", "64", "-q", "--set", f"mapping.{key}=[]"),
+            f"mapping.{key}: must list at least one item")

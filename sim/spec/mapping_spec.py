@@ -8,11 +8,11 @@ Re-exported by :mod:`sim.spec.chip`.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import model_validator
 
-from sim.spec.spec_base import Flag, _int, _num, _rule_errors, _Spec
+from sim.spec.spec_base import Flag, NonEmpty, _int, _num, _rule_errors, _Spec
 
 
 class KernelSpec(_Spec):
@@ -59,10 +59,11 @@ class MappingSpec(_Spec):
     """
 
     distribution: Literal["any", "block", "cyclic"] = "any"
-    tile_m: Optional[tuple[_int(1, 1 << 20), ...]] = None
-    tile_n: Optional[tuple[_int(1, 1 << 20), ...]] = None
+    tile_m: Optional[Annotated[tuple[_int(1, 1 << 20), ...], NonEmpty]] = None   # type: ignore[valid-type]
+    tile_n: Optional[Annotated[tuple[_int(1, 1 << 20), ...], NonEmpty]] = None   # type: ignore[valid-type]
     tile_k_bytes: Optional[_int(1, 1 << 20)] = None
-    split_k: tuple[_int(1, 1024), ...] = (1,)
+    # (an empty list left no mapping: 'no mapping found', the key unnamed)
+    split_k: Annotated[tuple[_int(1, 1024), ...], NonEmpty] = (1,)   # type: ignore[valid-type]
     # cores whose loads of the same tile are multicast (a GPU thread-block cluster with
     # TMA multicast): one trip over the chip-level cache's bus serves them all
     cluster_size: _int(1, 64) = 1
