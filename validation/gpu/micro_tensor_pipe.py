@@ -36,6 +36,11 @@ GEMMS = ("bf16:256:4096:4096,bf16:512:4096:11008,bf16:1024:4544:4672,bf16:2048:4
 #: short-k ones the model prices 25-40 % fast (README, "FP32 GEMMs") and large ones it prices well
 SIMT_GEMMS = ("fp32:200:256:896,fp32:640:357:692,fp32:4608:320:1216,fp32:4992:704:448,fp32:3615:192:7568,"
               "fp32:512:192:4800,fp32:48:1536:1536,fp32:384:4096:4096,fp32:2558:2048:8192,fp32:6768:2048:8192")
+def _stalls(*reasons: str) -> list[tuple[str, str]]:
+    """Nsight Compute's warp stall reasons as (metric, roll-up): warps stalled per issuing cycle."""
+    return [(f"smsp__average_warps_issue_stalled_{r}_per_issue_active", ".ratio") for r in reasons]
+
+
 #: what a barrier-synchronised k-step loop spends its cycles on: the FMA pipe's share, issue
 #: activity, occupancy and the warp stall reasons (warps stalled per issuing cycle)
 SIMT_WANTED = [
@@ -47,14 +52,8 @@ SIMT_WANTED = [
     ("sm__inst_executed_pipe_fma", ".sum"),
     ("smsp__issue_active", ".avg.pct_of_peak_sustained_elapsed"),
     ("sm__warps_active", ".avg.pct_of_peak_sustained_active"),
-    ("smsp__average_warps_issue_stalled_barrier_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_mio_throttle_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_wait_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_not_selected_per_issue_active", ".ratio"),
-    ("smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active", ".ratio"),
+    *_stalls("barrier", "long_scoreboard", "short_scoreboard", "mio_throttle", "math_pipe_throttle", "wait",
+             "not_selected", "dispatch_stall"),
     ("launch__grid_size", ""),
     ("launch__block_size", ""),
 ]
@@ -107,10 +106,10 @@ SPARSE_WANTED = [
     ("dram__bytes_read", ".sum"),
     ("launch__grid_size", ""),
     ("launch__block_size", ""),
-] + [(f"smsp__average_warps_issue_stalled_{r}_per_issue_active", ".ratio") for r in (
-    "barrier", "long_scoreboard", "short_scoreboard", "wait", "sleeping", "membar", "mio_throttle",
-    "math_pipe_throttle", "lg_throttle", "tex_throttle", "no_instruction", "dispatch_stall", "branch_resolving",
-    "misc", "drain", "imc_miss", "not_selected", "selected")]
+    *_stalls("barrier", "long_scoreboard", "short_scoreboard", "wait", "sleeping", "membar", "mio_throttle",
+             "math_pipe_throttle", "lg_throttle", "tex_throttle", "no_instruction", "dispatch_stall",
+             "branch_resolving", "misc", "drain", "imc_miss", "not_selected", "selected"),
+]
 #: metric base names (with the roll-up and ratio asked for each); a name this ncu does not list
 #: is left out (its absence is in the log)
 WANTED = [

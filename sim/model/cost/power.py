@@ -67,6 +67,21 @@ def _grid(pw, f: float) -> float:
     return max(pw.min_clock_mhz, pw.boost_clock_mhz - max(0, k) * step)
 
 
+def rail_energies_pj(chip: ChipSpec, results) -> tuple[float, float]:
+    """(core-rail, other) event energy of ``results`` in pJ, static excluded: the part that
+    scales with the core voltage and the part that does not (DRAM, links)."""
+    core = other = 0.0
+    for r in results:
+        for k, v in r.energy_breakdown_pj.items():
+            if k in ("total", "static"):
+                continue
+            if E.is_core_rail(chip, k):
+                core += v
+            else:
+                other += v
+    return core, other
+
+
 def _predict(chip: ChipSpec, res, f0: float, other_s: float = 0.0, other_j: float = 0.0,
              top_mhz: float | None = None) -> float:
     """The highest clock up to ``top_mhz`` (default ``f0``) at which ``res`` (simulated at
@@ -77,9 +92,7 @@ def _predict(chip: ChipSpec, res, f0: float, other_s: float = 0.0, other_j: floa
     above ``f0`` (time shrinks at most as 1/f) it is a lower bound on the answer."""
     pw = chip.power
     results = list(res) if isinstance(res, (list, tuple)) else [res]
-    core = sum(v for r in results for k, v in r.energy_breakdown_pj.items() if E.is_core_rail(chip, k))
-    fixed = sum(v for r in results for k, v in r.energy_breakdown_pj.items()
-                if k not in ("total", "static") and not E.is_core_rail(chip, k))
+    core, fixed = rail_energies_pj(chip, results)
     k0 = E.voltage_energy_factor(chip, f0)
     seconds = sum(r.seconds for r in results)
     budget = (pw.tdp_w - pw.idle_w) * seconds * 1e12  # pJ the op may spend at f0's duration

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import sim.model.cost.energy as E
-from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at_clock, op_power_w
+from sim.model.cost.power import MAX_STEPS, POWER_TOLERANCE, _grid, _predict, at_clock, op_power_w, rail_energies_pj
 from sim.model.engine.lower import Options
 from sim.model.engine.run import result_mapping_key
 from sim.model.engine.run import simulate_op_at_clock as simulate_op
@@ -94,8 +94,7 @@ def _over_at(chip: ChipSpec, res, f_mhz: float, f_up_mhz: float, limit_w: float)
     """Whether ``res`` (simulated at ``f_mhz``) is certainly over ``limit_w`` at the higher
     ``f_up_mhz``: its events cost more there (the core rail's at the higher voltage) and its
     duration is at most the one at ``f_mhz``, so this is a lower bound on its power there."""
-    core = sum(v for k, v in res.energy_breakdown_pj.items() if E.is_core_rail(chip, k))
-    other = sum(v for k, v in res.energy_breakdown_pj.items() if k not in ("total", "static") and not E.is_core_rail(chip, k))
+    core, other = rail_energies_pj(chip, [res])
     scale = E.voltage_energy_factor(chip, f_up_mhz) / E.voltage_energy_factor(chip, f_mhz)
     return res.seconds > 0 and chip.power.idle_w + (core * scale + other) * 1e-12 / res.seconds > limit_w
 
