@@ -96,12 +96,16 @@ def test_a_bad_key_in_a_library_names_the_library_file_and_line(tmp_path):
     refused(sim("run", str(chip), "llama3-8b", "--phase", "decode"), f"bad_lib.yaml:{line}", "split_kk")
 
 
-def test_a_library_naming_arrays_the_chip_lacks_is_refused_at_the_chips_line(tmp_path):
+def test_a_library_naming_arrays_the_chip_lacks_is_refused_at_both_lines(tmp_path):
+    # the library's line that names the array, and the chip's line that names the library
     text = (ROOT / "arch_configs" / "npu_128x128.yaml").read_text()
     f = tmp_path / "npu.yaml"
     f.write_text(text + "kernel_library: cublas_sm90\n")
     line = f.read_text().count("\n")
-    refused(sim("check", str(f)), f"npu.yaml:{line}: mapping.array_kernels.tensor_cores_sm80", "no array named")
+    lib = ROOT / "kernel_libraries" / "cublas_sm90.yaml"
+    lib_line = next(i for i, ln in enumerate(lib.read_text().splitlines(), 1) if ln.strip().startswith("tensor_cores_sm80:"))
+    refused(sim("check", str(f)), f"cublas_sm90.yaml:{lib_line}: mapping.array_kernels.tensor_cores_sm80",
+            "no array named", f"(merged in by {f}:{line})")
 
 
 def test_sim_check_and_list_know_the_kind():

@@ -96,8 +96,8 @@ def with_kernel_library(doc: YamlDoc) -> YamlDoc:
     """``doc`` (a chip file, overrides applied) with the ``mapping:`` of the library its
     ``kernel_library`` names merged under its own ``mapping:`` keys, and ``kernel_library``
     removed; ``doc`` itself when it names none.  A problem in the library file is reported at
-    that file's line; one that only the chip can see (an array the library names that the
-    chip lacks) at the chip's ``kernel_library`` line."""
+    that file's line, also one that only the chip can see (an array the library names that the
+    chip lacks: :attr:`YamlDoc.origins`)."""
     data = doc.data
     if not isinstance(data, dict) or KEY not in data:
         return doc
@@ -121,10 +121,13 @@ def with_kernel_library(doc: YamlDoc) -> YamlDoc:
     out["mapping"] = merged
     lines = dict(doc.lines)
     lines.setdefault(("mapping",), line)
+    origins = dict(doc.origins)
     if isinstance(merged, dict):
         for k in merged:
             lines.setdefault(("mapping", k), line)
-    return YamlDoc(out, lines, doc.source)
+            if not (isinstance(own, dict) and k in own):
+                origins[("mapping", k)] = lib_doc  # a problem in it is the library file's
+    return YamlDoc(out, lines, doc.source, origins)
 
 
 def _split_overrides(overrides, flag: str) -> tuple[dict, dict]:

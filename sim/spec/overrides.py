@@ -55,6 +55,7 @@ def apply_overrides(doc: YamlDoc, overrides: dict[str, Any] | list[str] | None, 
 
     data = copy.deepcopy(doc.data)
     lines = dict(doc.lines)
+    origins = dict(doc.origins)
     for dotted, value in overrides.items():
         steps = str(dotted).split(".")
         node = data
@@ -86,7 +87,9 @@ def apply_overrides(doc: YamlDoc, overrides: dict[str, Any] | list[str] | None, 
                 raise ConfigError(ConfigProblem(
                     f"{flag} {dotted}", 0, _dotted(loc), "cannot descend into a plain value"))
         lines.setdefault(tuple(loc), 0)
-    return YamlDoc(data, lines, doc.source + f" (with {flag} overrides)")
+        # a value set here is no longer the merged-in file's (YamlDoc.origins)
+        origins = {k: v for k, v in origins.items() if tuple(loc[:len(k)]) != k}
+    return YamlDoc(data, lines, doc.source + f" (with {flag} overrides)", origins)
 
 
 def _list_index(items: list, step: str) -> int | None:

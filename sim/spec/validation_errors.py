@@ -364,6 +364,7 @@ def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlD
         if key in seen:
             continue
         seen.add(key)
-        problems.append(ConfigProblem(doc.source, doc.line_of(loc), _dotted(loc), msg, valid))
+        source, line, via = doc.where(loc)  # (a kernel library's key: the library file's line)
+        problems.append(ConfigProblem(source, line, _dotted(loc), msg + (f" ({via})" if via else ""), valid))
     problems.sort(key=lambda p: (p.line, p.path))
     return problems

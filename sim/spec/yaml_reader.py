@@ -45,10 +45,13 @@ _Loader.add_implicit_resolver(
 class YamlDoc:
     """Parsed YAML data plus the line (1-based) of every key / list item, by location tuple."""
 
-    def __init__(self, data: Any, lines: dict[Loc, int], source: str):
+    def __init__(self, data: Any, lines: dict[Loc, int], source: str, origins: dict[Loc, "YamlDoc"] | None = None):
         self.data = data
         self.lines = lines
         self.source = source
+        #: parts merged in from another file (a chip's kernel library: ``("mapping", key)``):
+        #: problems inside them are that file's, at its lines
+        self.origins = dict(origins or {})
 
     def line_of(self, loc: Loc) -> int:
         """Line of ``loc`` or of its nearest ancestor that has one (0 if none)."""
@@ -58,6 +61,16 @@ class YamlDoc:
                 return self.lines[loc]
             loc = loc[:-1]
         return self.lines.get((), 0)
+
+    def where(self, loc: Loc) -> tuple[str, int, str]:
+        """(file, line, how it got here) of ``loc``: the file it was merged in from
+        (:attr:`origins`) and the line of this one that merged it, else this file's line and ''."""
+        loc = tuple(loc)
+        for n in range(len(loc), 0, -1):
+            origin = self.origins.get(loc[:n])
+            if origin is not None:
+                return origin.source, origin.line_of(loc), f"merged in by {self.source}:{self.line_of(loc[:n])}"
+        return self.source, self.line_of(loc), ""
 
 
 #: limits that keep a hostile or mistaken file from hanging the loader: values (nodes) after

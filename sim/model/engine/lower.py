@@ -512,6 +512,7 @@ def memory_budget(chip: ChipSpec, ideal: bool) -> MemoryBudget:
     buf = srams[-1]
     buffers = buf.buffers
     part = None
+    level = f"memory.levels.{chip.memory.levels.index(buf)}"
     if buf.partition is not None:
         part = (buf.partition.input_kib * 1024.0, buf.partition.weight_kib * 1024.0,
                 buf.partition.output_kib * 1024.0)
@@ -528,4 +529,5 @@ def memory_budget(chip: ChipSpec, ideal: bool) -> MemoryBudget:
                         noc_bytes_per_cycle=float(chip.noc.bandwidth_bytes_per_cycle), l2_bytes=float(l2),
                         ideal=ideal, latency_cycles=latency_ns * 1e-9 * chip.clock_hz,
                         l2_bytes_per_cycle=chip.memory.chip_sram_bytes_per_core_cycle(chip.clock_mhz) or 1e30,
-                        dram=None if ideal else dram_params(dram))
+                        dram=None if ideal else dram_params(dram),
+                        sram_key=f"{level}.partition" if part is not None else f"{level}.capacity_kib")

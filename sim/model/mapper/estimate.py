@@ -108,6 +108,8 @@ class MemoryBudget:
     l2_bytes_per_cycle: float = 1e30  # chip-level cache bandwidth
     dram: Any = None            # the DRAM model's parameters (DramParams); None: every pattern at peak
     fill_bytes_per_cycle: float = 0.0  # the core's fill port alone, before the request limit (0: port_bytes_per_cycle)
+    #: the chip-file key that sizes the tile buffer, named when no tile fits it
+    sram_key: str = ""
 
     def core_port(self, prob: TileProblem) -> float:
         """The rate one core's tiles arrive at: the fill port capped by Little's law on the

@@ -155,6 +155,11 @@ def _tile_grid(prob: TileProblem, mem: MemoryBudget) -> tuple[np.ndarray, np.nda
     return MT, NT, KT, pipeline_stages(prob, MT, NT, KT, mem.buffers)
 
 
+def _kib(n_bytes: float) -> str:
+    """``n_bytes`` in KiB to one decimal, in bytes below 0.1 KiB (where 0.0 KiB would hide it)."""
+    return f"{n_bytes / 1024:.1f} KiB" if n_bytes >= 102.4 else f"{n_bytes:.4g} B"
+
+
 def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates:
     """The candidate tiles that fit the SRAM; raise MappingError when none does."""
     MT, NT, KT, buffers = _tile_grid(prob, mem)
@@ -163,9 +168,9 @@ def _candidates(prob: TileProblem, cores: int, mem: MemoryBudget) -> _Candidates
     if not fits.any():
         smallest = float((a_b + b_b + c_b).min())
         raise MappingError(
-            f"op '{prob.name}': no tile fits the per-core SRAM ({mem.sram_bytes / 1024:.1f} KiB"
-            + (", partitioned" if mem.partition else "") + f"); the smallest candidate needs "
-            f"{smallest / 1024:.1f} KiB")
+            f"op '{prob.name}': no tile fits the per-core SRAM ({_kib(mem.sram_bytes)}"
+            + (", partitioned" if mem.partition else "") + (f", {mem.sram_key}" if mem.sram_key else "")
+            + f"); the smallest candidate needs {_kib(smallest)}")
     MT, NT, KT, buffers = MT[fits], NT[fits], KT[fits], buffers[fits]
     sram = (a_b + b_b + c_b)[fits]
     # the DRAM rate each operand's tiles are read at (a tile's rows: its contiguous length
