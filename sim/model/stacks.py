@@ -57,7 +57,8 @@ class Kernel:
     stage: int = 0
     source: str = ""          # the name of the model op it comes from
     stream: object = None     # the stack's StreamKernelRule for a memory-bound kernel (None: ideal stream)
-    row_work: object = None   # the stack's RowWorkRule for a weight-only GEMM kernel (None: none)
+    row_work: object = None   # the stack's rule for a weight-only GEMM kernel (RowWorkRule or
+                              # ThreadPerOutputRule; None: none)
 
     def options(self, base):
         """``base`` (the run's Options) with this kernel's library path; an array the user
@@ -176,9 +177,9 @@ def _gemm_kernels(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
         # a weight-only path's own conversions around its GEMM kernel, per GEMM it runs
         env = {"m": op.m, "k": op.k, "n": op.n, "eb": _elem_bytes(op.dtype)}
         main = _gemm_main(op, s)
-        if wo.row_work is not None:
+        if wo.kernel_rule is not None:
             # the path's GEMM kernel (whatever shape the library gave it), not its helper kernels
-            main = [(kop, dict(lib, row_work=wo.row_work)) if isinstance(kop, Gemm) else (kop, lib)
+            main = [(kop, dict(lib, row_work=wo.kernel_rule)) if isinstance(kop, Gemm) else (kop, lib)
                     for kop, lib in main]
         out: list[tuple[object, dict]] = []
         for _ in range(op.count):

@@ -300,20 +300,59 @@ class RowWorkRule(FrozenSpec):
     source: str = Field(default="", description="the microbenchmark the numbers come from")
 
 
+class ThreadPerOutputRule(FrozenSpec):
+    """A weight-only GEMM kernel with one thread per output element, each walking its weight
+    row one element at a time (PyTorch's ``int8mm.cu``, torch._weight_int8pack_mm): blocks of
+    ``threads_n`` output columns x ``threads_m`` rows of A, so a warp's lanes read ``threads_n``
+    weight rows at once, one sector of each, and the rows of A they share.  No tensor core and
+    no coalescing: each warp iteration (one k) costs its core's L1 one cycle per distinct
+    sector, and a warp cannot start its next iteration sooner than the load-to-use latency.
+    The kernel takes, per wave of resident blocks, ``k x max(iteration_latency_cycles,
+    warps per core x sectors per warp iteration / l1_sectors_per_cycle)`` cycles of the
+    chip's boost clock (``power.boost_clock_mhz``, else ``clock_mhz``: it draws little power and
+    runs there), or its engine time (the weight stream) if that is longer."""
+
+    threads_n: int = Field(default=16, ge=1, le=1024, description="threads of a block along the output columns")
+    threads_m: int = Field(default=16, ge=1, le=1024, description="threads of a block along the rows of A")
+    max_threads_per_core: int = Field(default=2048, ge=1, le=65536,
+                                      description="threads a core holds at once (Hopper: 2,048 per SM)")
+    l1_sectors_per_cycle: float = Field(gt=0.0, le=1024.0, description="distinct 32-byte sectors a core's L1 "
+                                        "serves per cycle of the boost clock for such loads (measured)")
+    iteration_latency_cycles: float = Field(ge=0.0, le=1e6, description="boost-clock cycles of one warp's "
+                                            "iteration when nothing else competes (measured)")
+    source: str = Field(default="", description="the microbenchmark the numbers come from")
+
+    @model_validator(mode="after")
+    def _block_fits(self):
+        if self.threads_n * self.threads_m > self.max_threads_per_core:
+            raise ValueError(f"a block of {self.threads_n} x {self.threads_m} threads is more than a core holds "
+                             f"(max_threads_per_core {self.max_threads_per_core})")
+        return self
+
+
 class WeightOnlyGemmRule(FrozenSpec):
     """Kernels a weight-only GEMM path runs around its GEMM kernel (e.g. torch._weight_int8pack_mm
     converts its input and scales to fp32 and its fp32 output back); expressions over m, k, n, eb.
-    ``row_work``: the GEMM kernel's own per-row cost beyond the engine's (:class:`RowWorkRule`)."""
+    The GEMM kernel's own cost beyond the engine's: ``row_work`` (:class:`RowWorkRule`) or
+    ``thread_per_output`` (:class:`ThreadPerOutputRule`), at most one."""
 
     before: tuple[StepKernel, ...] = ()
     after: tuple[StepKernel, ...] = ()
     row_work: RowWorkRule | None = None
+    thread_per_output: ThreadPerOutputRule | None = None
     source: str = ""
 
     @model_validator(mode="after")
     def _known_names(self):
         _check_names(self.before + self.after, {"m", "k", "n", "eb"})
+        if self.row_work is not None and self.thread_per_output is not None:
+            raise ValueError("give row_work or thread_per_output, not both (each prices the whole GEMM kernel)")
         return self
+
+    @property
+    def kernel_rule(self):
+        """The rule that prices the path's GEMM kernel itself (None: the engine's GEMM alone)."""
+        return self.row_work or self.thread_per_output
 
 
 class GemmRule(FrozenSpec):

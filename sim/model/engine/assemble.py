@@ -283,6 +283,75 @@ def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule,
                                achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
+def weight_only_kernel(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
+    """A weight-only GEMM kernel priced by its stack rule: :func:`gemm_row_work` for a
+    RowWorkRule, :func:`gemm_thread_per_output` for a ThreadPerOutputRule."""
+    if hasattr(rule, "iteration_latency_cycles"):
+        return gemm_thread_per_output(chip, op, res, rule)
+    return gemm_row_work(chip, op, res, rule)
+
+
+def thread_per_output_cycles(m: int, k: int, n: int, count: int, cores: int, rule) -> dict:
+    """Boost-clock cycles of a one-thread-per-output kernel (a stack's ThreadPerOutputRule):
+    blocks of threads_n x threads_m threads over the n x m outputs, as many resident per core
+    as its threads allow, in waves; a warp holds 32 // threads_n rows of A, so its iteration
+    (one k) loads threads_n weight sectors (one per lane's row) and one sector per row of A;
+    per wave every core runs k iterations of its live warps, each at least the iteration
+    latency apart, the core's L1 serving l1_sectors_per_cycle distinct sectors per cycle."""
+    tn, tm = rule.threads_n, rule.threads_m
+    lanes_n = min(32, tn)
+    rows_per_warp = max(1, 32 // tn)
+    bx, by = math.ceil(n / tn), math.ceil(m / tm)
+    last_rows = m - tm * (by - 1)
+    # warps with a live thread: rows of A beyond m leave a block's later warps idle (they exit)
+    warps = count * bx * ((by - 1) * math.ceil(tm / rows_per_warp) + math.ceil(last_rows / rows_per_warp))
+    sectors = lanes_n + min(rows_per_warp, m)
+    blocks = count * bx * by
+    resident = cores * max(1, rule.max_threads_per_core // (tn * tm))
+    full, rest = divmod(blocks, resident)
+    per_wave = []  # (waves, live warps per busy core in each: a wave of fewer blocks than cores
+    #                 leaves cores idle, one block on each of the others)
+    if full:
+        per_wave.append((full, warps * resident / blocks / cores))
+    if rest:
+        per_wave.append((1, warps * rest / blocks / min(cores, rest)))
+    cycles = sum(w * k * max(rule.iteration_latency_cycles, live * sectors / rule.l1_sectors_per_cycle)
+                 for w, live in per_wave)
+    return {"boost_cycles": float(cycles), "waves": full + (1 if rest else 0), "live_warps": warps,
+            "sectors_per_iteration": sectors}
+
+
+def gemm_thread_per_output(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
+    """A weight-only GEMM kernel with one thread per output (a stack's ThreadPerOutputRule,
+    PyTorch's int8mm.cu): :func:`thread_per_output_cycles` at the chip's boost clock (the
+    kernel draws little power: Nsight Compute read 1.98 GHz in it on an H100), plus the launch,
+    or the engine's time for the GEMM (its weight stream) where that is longer.  It only
+    lengthens the kernel, so the result never beats the roofline."""
+    boost_mhz = chip.power.boost_clock_mhz if chip.power is not None and chip.power.boost_clock_mhz else chip.clock_mhz
+    got = thread_per_output_cycles(op.m, op.k, op.n, op.count, chip.cores.count, rule)
+    launch = float(res.details.get("launch_overhead_cycles", 0.0) or 0.0)
+    kernel = launch + got["boost_cycles"] * chip.clock_mhz / boost_mhz
+    return _lengthened(chip, res, max(res.cycles, kernel), dict(
+        res.details, thread_per_output=dict(got, boost_clock_mhz=boost_mhz, kernel_cycles=kernel, source=rule.source)))
+
+
+def _lengthened(chip: ChipSpec, res: OpResult, cycles: float, details: dict) -> OpResult:
+    """``res`` taking ``cycles`` (rounded up) instead: the extra time stalls the arrays and
+    pays the chip's static power; the events (MACs, bytes) are the engine's."""
+    cycles = float(math.ceil(cycles - 1e-9))
+    seconds = cycles / chip.clock_hz
+    dram = res.dram_read_bytes + res.dram_write_bytes
+    energy = dict(res.energy_breakdown_pj)
+    if "static" in energy:
+        energy["static"] = E.static_energy_pj(chip, seconds)
+        energy["total"] = sum(v for k, v in energy.items() if k != "total")
+    return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
+                               seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,
+                               achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0,
+                               energy_pj=energy.get("total", res.energy_pj), energy_breakdown_pj=energy,
+                               details=details)
+
+
 def gemm_row_work(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
     """A weight-only GEMM kernel's per-row work on top of its engine time (a stack's
     RowWorkRule, e.g. tinygemm): ``m x k x n x count`` MACs at the rule's
@@ -296,11 +365,6 @@ def gemm_row_work(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
     per_pe, _ = arr.rate_for(rule.rate_class)
     macs_per_cycle = arr.rows * arr.cols * arr.count * per_pe * chip.cores.count * rule.fraction
     extra = float(op.m) * op.k * op.n * op.count / macs_per_cycle
-    cycles = float(math.ceil(res.cycles + extra - 1e-9))
-    seconds = cycles / chip.clock_hz
-    dram = res.dram_read_bytes + res.dram_write_bytes
-    details = dict(res.details, row_work={"array": rule.array, "fraction": rule.fraction,
-                                          "extra_cycles": extra, "source": rule.source})
-    return dataclasses.replace(res, cycles=cycles, stall_cycles=res.stall_cycles + (cycles - res.cycles),
-                               seconds=seconds, utilization=res.utilization * res.cycles / cycles if cycles else 0.0,
-                               achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
+    return _lengthened(chip, res, res.cycles + extra, dict(
+        res.details, row_work={"array": rule.array, "fraction": rule.fraction, "extra_cycles": extra,
+                               "source": rule.source}))

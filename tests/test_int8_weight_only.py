@@ -1,0 +1,124 @@
+"""int8 weight-only GEMMs (torch._weight_int8pack_mm, PyTorch's int8mm.cu: one thread per output
+element) at their measured cost: the stack rule's structure against Nsight Compute's own sector
+counts, its timing against the timed calls it was not fitted to, and whole Llama-3-8B int8 steps
+against the stored H200 measurements."""
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim
+from sim.apps.validation import predict, read_cases
+from sim.errors import ConfigError
+from sim.ir.ops import Gemm
+from sim.model.engine.assemble import thread_per_output_cycles
+from sim.model.engine.lower import Options
+from sim.model.engine.simulate import simulate_op
+from sim.model.stacks import Kernel, kernels, load_stack
+from sim.spec.stack_spec import ThreadPerOutputRule, WeightOnlyGemmRule
+
+ROOT = Path(__file__).resolve().parents[1]
+MEAS = ROOT / "validation" / "measurements"
+SMS = 132  # the H100 SXM the microbenchmark ran on
+
+
+@pytest.fixture(scope="module")
+def rule():
+    return load_stack("eager_pytorch").gemm.weight_only["int8"].thread_per_output
+
+
+def _counters():
+    out = defaultdict(dict)
+    with open(MEAS / "h100_micro_int8mm_ncu.csv") as f:
+        for r in csv.DictReader(f):
+            out[(int(r["m"]), int(r["k"]), int(r["n"]))][r["metric"]] = float(r["value"].replace(",", ""))
+    return out
+
+
+def test_the_rule_counts_the_l1_sectors_nsight_compute_counted(rule):
+    # the kernel's structure, not a time: warps x k x (16 weight rows + the rows of A in a warp)
+    # equals the L1's global-load sectors, at 1 to 128 rows and three weight shapes
+    for (m, k, n), d in _counters().items():
+        got = thread_per_output_cycles(m, k, n, 1, SMS, rule)
+        assert got["live_warps"] * k * got["sectors_per_iteration"] == pytest.approx(
+            d["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], rel=0.002), (m, k, n)
+        assert d["launch__grid_size"] == math.ceil(n / 16) * math.ceil(m / 16)
+
+
+def test_the_profile_numbers_are_the_counters(rule):
+    # validation/fit_int8mm.py derives both numbers from the counters, not from the times
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fit_int8mm", ROOT / "validation" / "fit_int8mm.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    rate, latency, mhz = fit.fit()
+    assert rule.l1_sectors_per_cycle == pytest.approx(rate, abs=0.001)
+    assert rule.iteration_latency_cycles == pytest.approx(latency, abs=0.1)
+    assert 1940 <= mhz <= 1990  # the kernel runs at the boost clock
+
+
+def test_follows_the_timed_calls_from_twelve_rows(rule):
+    # in-graph calls (casts included) the numbers were not taken from: m >= 12, six weight shapes
+    errs = []
+    with open(MEAS / "h100_micro_int8mm.csv") as f:
+        for r in csv.DictReader(f):
+            m, k, n, us = int(r["m"]), int(r["k"]), int(r["n"]), float(r["call_us"])
+            if m < 12:
+                continue
+            model_us = thread_per_output_cycles(m, k, n, 1, SMS, rule)["boost_cycles"] / 1.98e3
+            errs.append((model_us - us) / us * 100)
+    errs = np.abs(errs)
+    assert len(errs) == 42
+    assert np.median(errs) <= 3.0 and np.percentile(errs, 90) <= 15.0, (np.median(errs), np.percentile(errs, 90))
+
+
+@pytest.mark.xfail(strict=True, reason="README, int8 weight-only: at 1-8 rows, weights streaming from DRAM "
+                                       "with many warps take ~2x the L1's time per iteration (not modelled)")
+def test_one_row_of_a_wide_weight_streamed_from_dram(rule):
+    # 4096 x 28672 at one row: 1,080.5 us measured, ~500 modelled
+    us = thread_per_output_cycles(1, 4096, 28672, 1, SMS, rule)["boost_cycles"] / 1.98e3
+    assert us == pytest.approx(1080.5, rel=0.2)
+
+
+def test_the_kernel_is_never_faster_than_its_weight_stream_and_grows_with_rows(rule):
+    h100 = sim.load_chip("h100_sxm", overrides=["power.dvfs=false"])
+    eager = load_stack("eager_pytorch")
+    last = 0.0
+    for m in (1, 8, 64):
+        op = Gemm("w8", m, 4096, 4096, dtype="bf16", weight_dtype="int8")
+        (kop, lib), = [(o, lib) for o, lib in kernels(op, eager) if isinstance(o, Gemm)]
+        assert lib["row_work"] is rule
+        priced = simulate_op(h100, kop, Kernel(kop, **lib).options(Options()))
+        lib.pop("row_work")
+        stream = simulate_op(h100, kop, Kernel(kop, **lib).options(Options()))
+        assert priced.seconds >= stream.seconds
+        assert priced.details["thread_per_output"]["boost_clock_mhz"] == 1980
+        assert priced.seconds > last
+        last = priced.seconds
+    # bf16 weights and int4 (tinygemm's row work) do not take it
+    for wdt in (None, "int4"):
+        op = Gemm("g", 64, 4096, 4096, dtype="bf16", weight_dtype=wdt)
+        assert all(not isinstance(lib.get("row_work"), ThreadPerOutputRule) for _, lib in kernels(op, eager))
+
+
+def test_a_whole_int8_step_against_the_h200():
+    # Llama-3-8B decode at batch 16 over 1,024 (h200_models_int8wo.csv line 11: 258.3 ms measured;
+    # 5.5 ms predicted before the rule, -97.9 %)
+    h200 = sim.load_chip("h200_sxm")
+    case = next(c for c in read_cases(MEAS / "h200_models_int8wo.csv") if c.line == 11)
+    got = predict(h200, case)["predicted_ms"]
+    assert got == pytest.approx(case.measured_ms, rel=0.05)
+
+
+def test_one_rule_per_kernel():
+    with pytest.raises((ConfigError, ValueError), match="row_work or thread_per_output"):
+        WeightOnlyGemmRule(row_work={"array": "cuda_cores", "fraction": 0.5},
+                           thread_per_output={"l1_sectors_per_cycle": 1, "iteration_latency_cycles": 70})
+    with pytest.raises((ConfigError, ValueError), match="more than a core holds"):
+        ThreadPerOutputRule(threads_n=64, threads_m=64, l1_sectors_per_cycle=1, iteration_latency_cycles=70)
