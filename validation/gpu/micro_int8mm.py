@@ -10,6 +10,7 @@ whole-model int8 steps (`h200_models_int8wo.csv`) took 13-280x the model's time.
 the kernel alone so a stack rule can price it from what it does.
 
     python3 validation/gpu/micro_int8mm.py            # writes $OUT/<gpu>_micro_int8mm*.{csv,json}
+    python3 validation/gpu/micro_int8mm.py --strides  # $OUT/<gpu>_micro_int8mm_strides*: see STRIDE_SHAPES
 
 Timing: a graph of R calls and of 1 call, each replayed 15 times after a 100 us GPU sleep,
 median; per call = (t_R - t_1)/(R-1) (validation/gpu/graph_timing.py).  The call includes
@@ -65,9 +66,34 @@ def ncu_child(m: int, k: int, n: int) -> None:
     T.synchronize()
 
 
+#: ``--strides``: why 1-8 rows run ~2x slower than the L1 allows when the weights stream from
+#: DRAM with many warps.  The same kernels with the weight rows 64 or 32 bytes longer than a
+#: power-of-two stride (k = 4160 / 4128 for 4096, 14400 for 14336) - if address-map conflicts
+#: (L2 slices or DRAM banks) set the pace, the odd strides run faster - and the memory-side
+#: counters of each (L1 misses, L2 and DRAM sectors and throughput, L1 set conflicts)
+STRIDE_SHAPES = [(4096, 28672), (4160, 28672), (4128, 28672), (14336, 4096), (14400, 4096)]
+STRIDE_MS = [1, 2, 4, 8, 16]
+STRIDE_NCU = [(m, k, n) for m in (1, 4) for k, n in STRIDE_SHAPES] + [(8, 4096, 28672), (8, 4160, 28672)]
+STRIDE_METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
+                  "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                  "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
+                  "l1tex__t_set_conflicts_pipe_lsu_mem_global_op_ld.sum",
+                  "l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+                  "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+                  "lts__t_requests_srcunit_tex_op_read.sum", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                  "lts__t_bytes.sum", "dram__sectors_read.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                  "sm__warps_active.avg.per_cycle_active",
+                  "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                  "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"]
+
+
 def main() -> int:
+    global SHAPES, MS, NCU_CASES, NCU_METRICS
     gpu = T.get_device_name()
     stem = ("h200" if "H200" in gpu else "h100" if "H100" in gpu else "gpu") + "_micro_int8mm"
+    if "--strides" in sys.argv:
+        SHAPES, MS, NCU_CASES, NCU_METRICS = STRIDE_SHAPES, STRIDE_MS, STRIDE_NCU, STRIDE_METRICS
+        stem += "_strides"
     env = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "driver": smi("driver_version"),
            "clocks_before": smi("clocks.sm,clocks.mem,clocks.max.sm,power.limit"), "method": __doc__}
     rows = []
@@ -90,7 +116,7 @@ def main() -> int:
         env["ncu"] = subprocess.run(["ncu", "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
     except Exception as exc:  # recorded; the timed part stands alone
         env["ncu"] = f"unavailable: {exc}"
-    log = open(os.path.join(OUT, "ncu_int8mm.log"), "w")
+    log = open(os.path.join(OUT, f"ncu_{stem}.log"), "w")
     for m, k, n in NCU_CASES:
         cmd = ["ncu", "--clock-control", "none", "--kernel-name", "regex:weight_int8pack", "--csv", "--page", "raw",
                "--metrics", ",".join(NCU_METRICS), sys.executable, os.path.abspath(__file__), "--child",
