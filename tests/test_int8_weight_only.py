@@ -122,3 +122,16 @@ def test_one_rule_per_kernel():
                            thread_per_output={"l1_sectors_per_cycle": 1, "iteration_latency_cycles": 70})
     with pytest.raises((ConfigError, ValueError), match="more than a core holds"):
         ThreadPerOutputRule(threads_n=64, threads_m=64, l1_sectors_per_cycle=1, iteration_latency_cycles=70)
+
+
+def test_sim_run_says_which_int8_kernel_it_priced():
+    from test_bad_input import sim as cli
+
+    args = ["run", "h200_sxm", "llama3-8b", "--phase", "decode", "--batch", "1", "--context-len", "256",
+            "--weight-dtype", "int8", "-q"]
+    eager = cli(*args)
+    assert eager.returncode == 0, eager.stderr
+    assert "note: on the eager_pytorch stack int8 weight-only GEMMs run PyTorch's one-thread-per-output" in eager.stdout
+    fused = cli(*args, "--stack", "fused_serving")
+    assert fused.returncode == 0, fused.stderr
+    assert "one-thread-per-output" not in fused.stdout

@@ -21,9 +21,15 @@ def chip_335():
     return chip
 
 
+#: the textbook statements are about a serving library's kernels: its W8A16 GEMV streams the
+#: int8 weights (eager PyTorch's torch._weight_int8pack_mm, the default eager_pytorch stack's int8
+#: path, is a one-thread-per-output kernel ~10x slower: tests/test_int8_weight_only.py)
+STACK = "fused_serving"
+
+
 @pytest.fixture(scope="module")
 def decode_fp16(chip_335):
-    return run_llm(chip_335, "llama3-70b", phase="decode", batch=1, context_len=1024, dtype="fp16")
+    return run_llm(chip_335, "llama3-70b", phase="decode", batch=1, context_len=1024, dtype="fp16", stack=STACK)
 
 
 def test_textbook_70b_fp16_decode_is_bound_by_bandwidth(chip_335, decode_fp16):
@@ -38,13 +44,17 @@ def test_textbook_70b_fp16_decode_is_bound_by_bandwidth(chip_335, decode_fp16):
 
 def test_int8_weights_nearly_double_decode(chip_335, decode_fp16):
     int8 = run_llm(chip_335, "llama3-70b", phase="decode", batch=1, context_len=1024, dtype="fp16",
-                   weight_dtype="int8")
+                   weight_dtype="int8", stack=STACK)
     assert int8["tokens_per_s"] >= 1.6 * decode_fp16["tokens_per_s"]
     assert int8["tokens_per_s"] <= 2.0 * decode_fp16["tokens_per_s"] * 1.05
+    # eager PyTorch's int8 weight-only path is the slow reference kernel, and says so
+    eager = run_llm(chip_335, "llama3-70b", phase="decode", batch=1, context_len=1024, dtype="fp16",
+                    weight_dtype="int8", stack="eager_pytorch")
+    assert eager["tokens_per_s"] < 0.5 * decode_fp16["tokens_per_s"]
 
 
 def test_batching_multiplies_throughput_latency_grows_little(chip_335, decode_fp16):
-    b16 = run_llm(chip_335, "llama3-70b", phase="decode", batch=16, context_len=1024, dtype="fp16")
+    b16 = run_llm(chip_335, "llama3-70b", phase="decode", batch=16, context_len=1024, dtype="fp16", stack=STACK)
     assert b16["tokens_per_s"] >= 8 * decode_fp16["tokens_per_s"]
     assert b16["tpot_s"] <= 1.5 * decode_fp16["tpot_s"]
 

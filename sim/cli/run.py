@@ -118,9 +118,9 @@ def run(args) -> int:
             "kv_cache_bytes", "kv_cache_bytes_per_sequence"]
     # ttft_s is None for a decode step, tpot_s for a prefill: not shown
     print_kv({k: v for k in keys if (v := getattr(res, k)) is not None})
-    note = _power_note(chip, res)
-    if note:
-        print(note)
+    for note in (_power_note(chip, res), _weight_only_note(res)):
+        if note:
+            print(note)
     keys_ = (["phase"] if res.phase == "generate" else []) + ["op", "kind", "bound"]
     seconds: dict[tuple, float] = {}
     for r in res.ops:
@@ -131,6 +131,28 @@ def run(args) -> int:
     print("\nbiggest ops:")
     print_table([dict(zip(keys_, key), total_seconds=s, share=s / total if total else float("nan")) for key, s in top])
     return 0
+
+
+def _weight_only_note(res) -> str:
+    """A note when the run's weight-only GEMMs take the stack's one-thread-per-output kernel
+    (eager PyTorch's torch._weight_int8pack_mm): far slower than a weight stream, which a user
+    asking what int8 weights buy may not expect from the chip's default stack."""
+    from sim.model.stacks import load_stack
+
+    wdt = res.precision.weight_dtype
+    try:
+        stack = load_stack(res.stack)
+    except SimError:
+        return ""
+    rule = stack.gemm.weight_only.get(wdt) if wdt else None
+    if rule is None or rule.thread_per_output is None:
+        return ""
+    gemm_s = sum(r["total_seconds"] for r in res.ops if r.get("kind") == "gemm")
+    total_s = sum(r["total_seconds"] for r in res.ops)
+    share = f" (GEMMs: {gemm_s / total_s:.0%} of the op time here)" if total_s else ""
+    return (f"note: on the {res.stack} stack {wdt} weight-only GEMMs run PyTorch's one-thread-per-output "
+            f"kernel (torch._weight_int8pack_mm: no tensor cores, byte loads){share}; "
+            f"a serving library's fused W8A16 kernel: --stack fused_serving")
 
 
 def _power_note(chip, res) -> str:
