@@ -304,20 +304,29 @@ class ThreadPerOutputRule(FrozenSpec):
     """A weight-only GEMM kernel with one thread per output element, each walking its weight
     row one element at a time (PyTorch's ``int8mm.cu``, torch._weight_int8pack_mm): blocks of
     ``threads_n`` output columns x ``threads_m`` rows of A, so a warp's lanes read ``threads_n``
-    weight rows at once, one sector of each, and the rows of A they share.  No tensor core and
-    no coalescing: each warp iteration (one k) costs its core's L1 one cycle per distinct
-    sector, and a warp cannot start its next iteration sooner than the load-to-use latency.
-    The kernel takes, per wave of resident blocks, ``k x max(iteration_latency_cycles,
-    warps per core x sectors per warp iteration / l1_sectors_per_cycle)`` cycles of the
-    chip's boost clock (``power.boost_clock_mhz``, else ``clock_mhz``: it draws little power and
-    runs there), or its engine time (the weight stream) if that is longer."""
+    weight rows at once and the rows of A they share.  No tensor core and no coalescing: a
+    warp's iteration (one k) is served by its core's L1 in as many wavefronts as the most
+    distinct words any of its ``l1_banks`` banks of ``l1_bank_bytes`` must return (weight rows
+    ``k`` elements apart share a bank when the row pitch is a multiple of the banks' width: 16
+    lanes, 16 wavefronts at k = 4096), and one tag lookup per distinct sector.  The kernel takes,
+    per wave of resident blocks, ``k x max(iteration_latency_cycles, live warps per core x max(
+    wavefronts / l1_wavefronts_per_cycle, sectors / l1_sectors_per_cycle))`` cycles of the chip's
+    boost clock (``power.boost_clock_mhz``, else ``clock_mhz``: it draws little power and runs
+    there), or its engine time (the weight stream) if that is longer."""
 
     threads_n: int = Field(default=16, ge=1, le=1024, description="threads of a block along the output columns")
     threads_m: int = Field(default=16, ge=1, le=1024, description="threads of a block along the rows of A")
     max_threads_per_core: int = Field(default=2048, ge=1, le=65536,
                                       description="threads a core holds at once (Hopper: 2,048 per SM)")
+    weight_bytes: float = Field(default=1.0, gt=0.0, le=16.0, description="bytes of one weight element a lane loads")
+    a_bytes: float = Field(default=4.0, gt=0.0, le=16.0, description="bytes of one element of A a lane loads "
+                                                                      "(int8mm.cu: A converted to fp32)")
+    l1_banks: int = Field(default=32, ge=1, le=1024, description="banks of a core's L1 data array (Hopper: 32)")
+    l1_bank_bytes: int = Field(default=4, ge=1, le=256, description="bytes a bank returns per wavefront (Hopper: 4)")
+    l1_wavefronts_per_cycle: float = Field(gt=0.0, le=1024.0, description="wavefronts a core's L1 returns per "
+                                           "cycle of the boost clock (measured)")
     l1_sectors_per_cycle: float = Field(gt=0.0, le=1024.0, description="distinct 32-byte sectors a core's L1 "
-                                        "serves per cycle of the boost clock for such loads (measured)")
+                                        "looks up per cycle of the boost clock for such loads (measured)")
     iteration_latency_cycles: float = Field(ge=0.0, le=1e6, description="boost-clock cycles of one warp's "
                                             "iteration when nothing else competes (measured)")
     source: str = Field(default="", description="the microbenchmark the numbers come from")

@@ -291,13 +291,30 @@ def weight_only_kernel(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
     return gemm_row_work(chip, op, res, rule)
 
 
+def bank_wavefronts(lanes: int, pitch_bytes: float, elem_bytes: float, banks: int, bank_bytes: int) -> float:
+    """Wavefronts an L1 needs for ``lanes`` loads of ``elem_bytes`` each, ``pitch_bytes`` apart
+    (lane i at i x pitch + the same offset): the most distinct ``bank_bytes`` words that fall in
+    one of ``banks`` banks (lanes reading the same word share it), averaged over the offsets
+    within a word, since a thread walks its row one element at a time."""
+    steps = max(1, int(round(bank_bytes / elem_bytes))) if elem_bytes < bank_bytes else 1
+    total = 0
+    for j in range(steps):
+        per_bank: dict[int, set] = {}
+        for i in range(lanes):
+            word = int((i * pitch_bytes + j * elem_bytes) // bank_bytes)
+            per_bank.setdefault(word % banks, set()).add(word)
+        total += max(len(w) for w in per_bank.values())
+    return total / steps
+
+
 def thread_per_output_cycles(m: int, k: int, n: int, count: int, cores: int, rule) -> dict:
     """Boost-clock cycles of a one-thread-per-output kernel (a stack's ThreadPerOutputRule):
     blocks of threads_n x threads_m threads over the n x m outputs, as many resident per core
     as its threads allow, in waves; a warp holds 32 // threads_n rows of A, so its iteration
-    (one k) loads threads_n weight sectors (one per lane's row) and one sector per row of A;
-    per wave every core runs k iterations of its live warps, each at least the iteration
-    latency apart, the core's L1 serving l1_sectors_per_cycle distinct sectors per cycle."""
+    (one k) loads one element of each of threads_n weight rows (k elements apart) and one of
+    each of its rows of A (k apart too); the L1 returns them in :func:`bank_wavefronts` and
+    looks up one sector per row; per wave every core runs k iterations of its live warps, each
+    at least the iteration latency apart."""
     tn, tm = rule.threads_n, rule.threads_m
     lanes_n = min(32, tn)
     rows_per_warp = max(1, 32 // tn)
@@ -305,7 +322,11 @@ def thread_per_output_cycles(m: int, k: int, n: int, count: int, cores: int, rul
     last_rows = m - tm * (by - 1)
     # warps with a live thread: rows of A beyond m leave a block's later warps idle (they exit)
     warps = count * bx * ((by - 1) * math.ceil(tm / rows_per_warp) + math.ceil(last_rows / rows_per_warp))
-    sectors = lanes_n + min(rows_per_warp, m)
+    a_rows = min(rows_per_warp, m)
+    wavefronts = (bank_wavefronts(lanes_n, k * rule.weight_bytes, rule.weight_bytes, rule.l1_banks, rule.l1_bank_bytes)
+                  + bank_wavefronts(a_rows, k * rule.a_bytes, rule.a_bytes, rule.l1_banks, rule.l1_bank_bytes))
+    sectors = lanes_n + a_rows   # each row its own 32-byte sector (rows over 32 bytes long)
+    per_warp = max(wavefronts / rule.l1_wavefronts_per_cycle, sectors / rule.l1_sectors_per_cycle)
     blocks = count * bx * by
     resident = cores * max(1, rule.max_threads_per_core // (tn * tm))
     full, rest = divmod(blocks, resident)
@@ -315,10 +336,9 @@ def thread_per_output_cycles(m: int, k: int, n: int, count: int, cores: int, rul
         per_wave.append((full, warps * resident / blocks / cores))
     if rest:
         per_wave.append((1, warps * rest / blocks / min(cores, rest)))
-    cycles = sum(w * k * max(rule.iteration_latency_cycles, live * sectors / rule.l1_sectors_per_cycle)
-                 for w, live in per_wave)
+    cycles = sum(w * k * max(rule.iteration_latency_cycles, live * per_warp) for w, live in per_wave)
     return {"boost_cycles": float(cycles), "waves": full + (1 if rest else 0), "live_warps": warps,
-            "sectors_per_iteration": sectors}
+            "sectors_per_iteration": sectors, "wavefronts_per_iteration": wavefronts}
 
 
 def gemm_thread_per_output(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
