@@ -22,6 +22,7 @@ from sim.model.engine.kernel_run import KernelRun
 from sim.model.engine.residency import activation_operand_bytes
 from sim.model.mapper.search import Mapping
 from sim.spec.chip import ChipSpec
+from sim.spec.stack_spec import ThreadPerOutputRule
 
 
 def launch_cycles(chip: ChipSpec, lowered: LoweredOp) -> float:
@@ -286,7 +287,7 @@ def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule,
 def weight_only_kernel(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
     """A weight-only GEMM kernel priced by its stack rule: :func:`gemm_row_work` for a
     RowWorkRule, :func:`gemm_thread_per_output` for a ThreadPerOutputRule."""
-    if hasattr(rule, "iteration_latency_cycles"):
+    if isinstance(rule, ThreadPerOutputRule):
         return gemm_thread_per_output(chip, op, res, rule)
     return gemm_row_work(chip, op, res, rule)
 
