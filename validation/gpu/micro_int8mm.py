@@ -11,6 +11,7 @@ the kernel alone so a stack rule can price it from what it does.
 
     python3 validation/gpu/micro_int8mm.py            # writes $OUT/<gpu>_micro_int8mm*.{csv,json}
     python3 validation/gpu/micro_int8mm.py --strides  # $OUT/<gpu>_micro_int8mm_strides*: see STRIDE_SHAPES
+    python3 validation/gpu/micro_int8mm.py --falcon   # $OUT/<gpu>_micro_int8mm_falcon*: FALCON_SHAPES, timed only
 
 Timing: a graph of R calls and of 1 call, each replayed 15 times after a 100 us GPU sleep,
 median; per call = (t_R - t_1)/(R-1) (validation/gpu/graph_timing.py).  The call includes
@@ -87,6 +88,12 @@ STRIDE_METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycle
                   "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"]
 
 
+#: ``--falcon``: Falcon-7B's weight shapes (hidden 4544: a row pitch of 8-way bank conflicts for
+#: qkv, o_proj and the up projection; 18176 for down), out of sample for the bank-conflict rule
+FALCON_SHAPES = [(4544, 4672), (4544, 4544), (4544, 18176), (18176, 4544)]
+FALCON_MS = [1, 4, 16, 64, 128]
+
+
 def main() -> int:
     global SHAPES, MS, NCU_CASES, NCU_METRICS
     gpu = T.get_device_name()
@@ -94,6 +101,9 @@ def main() -> int:
     if "--strides" in sys.argv:
         SHAPES, MS, NCU_CASES, NCU_METRICS = STRIDE_SHAPES, STRIDE_MS, STRIDE_NCU, STRIDE_METRICS
         stem += "_strides"
+    if "--falcon" in sys.argv:
+        SHAPES, MS, NCU_CASES = FALCON_SHAPES, FALCON_MS, []
+        stem += "_falcon"
     env = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "driver": smi("driver_version"),
            "clocks_before": smi("clocks.sm,clocks.mem,clocks.max.sm,power.limit"), "method": __doc__}
     rows = []
