@@ -94,8 +94,8 @@ def test_the_row_pitch_sets_the_bank_conflicts(rule):
             assert model_us == pytest.approx(us, rel=0.13), (m, k, n)
 
 
-@pytest.mark.xfail(strict=True, reason="README, int8 weight-only: at 1-8 rows, weights streaming from DRAM "
-                                       "with many warps take ~2x the L1's time per iteration (not modelled)")
+@pytest.mark.xfail(strict=True, reason="README, Known limitations: at 1-8 rows with many blocks per SM each L1 "
+                                       "wavefront takes ~2 cycles instead of ~1, for a reason not found (not modelled)")
 def test_one_row_of_a_wide_weight_streamed_from_dram(rule):
     # 4096 x 28672 at one row: 1,080.5 us measured, ~500 modelled
     us = thread_per_output_cycles(1, 4096, 28672, 1, SMS, rule)["boost_cycles"] / 1.98e3
