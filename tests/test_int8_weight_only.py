@@ -78,7 +78,7 @@ def test_follows_the_timed_calls_from_twelve_rows(rule):
             errs.append((model_us - us) / us * 100)
     errs = np.abs(errs)
     assert len(errs) == 42
-    assert np.median(errs) <= 3.0 and np.percentile(errs, 90) <= 15.0, (np.median(errs), np.percentile(errs, 90))
+    assert np.median(errs) <= 3.0 and np.percentile(errs, 90) <= 10.0, (np.median(errs), np.percentile(errs, 90))
 
 
 def test_the_row_pitch_sets_the_bank_conflicts(rule):
@@ -153,3 +153,14 @@ def test_sim_run_says_which_int8_kernel_it_priced():
     fused = cli(*args, "--stack", "fused_serving")
     assert fused.returncode == 0, fused.stderr
     assert "one-thread-per-output" not in fused.stdout
+
+
+def test_falcon_shapes_out_of_sample(rule):
+    # Falcon-7B's weights (hidden 4544: an 8-way bank-conflict pitch; 18176 for down), measured
+    # after the rule was written: from 16 rows within 10 % (8-way ones 6-9 % fast)
+    errs = []
+    for m, k, n, us in _timed("h100_micro_int8mm_falcon.csv"):
+        if m >= 16:
+            model_us = thread_per_output_cycles(m, k, n, 1, SMS, rule)["boost_cycles"] / 1.98e3
+            errs.append((model_us - us) / us * 100)
+    assert len(errs) == 12 and max(abs(e) for e in errs) <= 10.0, errs

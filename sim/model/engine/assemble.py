@@ -331,12 +331,14 @@ def thread_per_output_cycles(m: int, k: int, n: int, count: int, cores: int, rul
     blocks = count * bx * by
     resident = cores * max(1, rule.max_threads_per_core // (tn * tm))
     full, rest = divmod(blocks, resident)
-    per_wave = []  # (waves, live warps per busy core in each: a wave of fewer blocks than cores
-    #                 leaves cores idle, one block on each of the others)
-    if full:
-        per_wave.append((full, warps * resident / blocks / cores))
-    if rest:
-        per_wave.append((1, warps * rest / blocks / min(cores, rest)))
+    per_block = warps / blocks   # live warps of a block, on average
+    # (waves, live warps per core in each).  Blocks that all fit at once are dealt round-robin:
+    # some cores hold one more than others and set the time.  Beyond one wave a core takes a
+    # new block as one finishes, which evens the load: the average per core.
+    if not full:
+        per_wave = [(1, per_block * math.ceil(rest / cores))]
+    else:
+        per_wave = [(full, per_block * resident / cores)] + ([(1, per_block * rest / cores)] if rest else [])
     cycles = sum(w * k * max(rule.iteration_latency_cycles, live * per_warp) for w, live in per_wave)
     return {"boost_cycles": float(cycles), "waves": full + (1 if rest else 0), "live_warps": warps,
             "sectors_per_iteration": sectors, "wavefronts_per_iteration": wavefronts}
