@@ -12,6 +12,7 @@ the kernel alone so a stack rule can price it from what it does.
     python3 validation/gpu/micro_int8mm.py            # writes $OUT/<gpu>_micro_int8mm*.{csv,json}
     python3 validation/gpu/micro_int8mm.py --strides  # $OUT/<gpu>_micro_int8mm_strides*: see STRIDE_SHAPES
     python3 validation/gpu/micro_int8mm.py --falcon   # $OUT/<gpu>_micro_int8mm_falcon*: FALCON_SHAPES, timed only
+    python3 validation/gpu/micro_int8mm.py --smsp     # $OUT/<gpu>_micro_int8mm_smsp*: SMSP_SHAPES, per-SMSP counters
 
 Timing: a graph of R calls and of 1 call, each replayed 15 times after a 100 us GPU sleep,
 median; per call = (t_R - t_1)/(R-1) (validation/gpu/graph_timing.py).  The call includes
@@ -94,6 +95,27 @@ FALCON_SHAPES = [(4544, 4672), (4544, 4544), (4544, 18176), (18176, 4544)]
 FALCON_MS = [1, 4, 16, 64, 128]
 
 
+#: ``--smsp``: is the 1-8-row slowdown the live warps crowding one SM sub-partition?  At one row
+#: only warp 0 of each 16 x 16 block lives (warps 0-1 at 4 rows, 0-3 at 8).  k = 4096, n = 16 x 132
+#: x b gives b blocks per SM (b = 1, 2, 4, 6, 8, all resident at once); the per-SMSP spread of
+#: issued instructions and warps (.max against .avg over the SMSPs) says where they run
+SMSP_SHAPES = [(4096, 16 * 132 * b) for b in (1, 2, 4, 6, 8)]
+SMSP_MS = [1, 4, 8, 16]
+SMSP_NCU = ([(1, 4096, 16 * 132 * b) for b in (1, 2, 4, 6, 8)] + [(m, 4096, 16 * 132 * 8) for m in (2, 4, 8, 16)]
+            + [(m, 4096, 16 * 132 * 2) for m in (4, 8)])
+SMSP_METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
+                "smsp__inst_executed.max", "smsp__inst_executed.avg", "smsp__inst_executed.min",
+                "smsp__warps_active.max.per_cycle_active", "smsp__warps_active.avg.per_cycle_active",
+                "smsp__issue_active.max.pct_of_peak_sustained_elapsed",
+                "smsp__inst_executed_pipe_lsu.max", "smsp__inst_executed_pipe_lsu.avg",
+                "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+                "l1tex__data_pipe_lsu_wavefronts_mem_lg.sum", "l1tex__data_pipe_lsu_wavefronts.sum",
+                "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio",
+                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                "launch__grid_size", "launch__occupancy_limit_blocks"]
+
+
 def main() -> int:
     global SHAPES, MS, NCU_CASES, NCU_METRICS
     gpu = T.get_device_name()
@@ -101,6 +123,9 @@ def main() -> int:
     if "--strides" in sys.argv:
         SHAPES, MS, NCU_CASES, NCU_METRICS = STRIDE_SHAPES, STRIDE_MS, STRIDE_NCU, STRIDE_METRICS
         stem += "_strides"
+    if "--smsp" in sys.argv:
+        SHAPES, MS, NCU_CASES, NCU_METRICS = SMSP_SHAPES, SMSP_MS, SMSP_NCU, SMSP_METRICS
+        stem += "_smsp"
     if "--falcon" in sys.argv:
         SHAPES, MS, NCU_CASES = FALCON_SHAPES, FALCON_MS, []
         stem += "_falcon"
