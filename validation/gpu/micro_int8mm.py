@@ -116,6 +116,12 @@ SMSP_METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_
                 "launch__grid_size", "launch__occupancy_limit_blocks"]
 
 
+#: ``--span``: the same question by grid and by address span: one wave (1,056 blocks) over 69 or
+#: 138 MB of weights, two waves (1,792 or 2,112 blocks) over 59, 69 or 117 MB
+SPAN_SHAPES = [(4096, 16896), (8192, 16896), (2048, 28672), (4096, 28672), (2048, 33792), (1024, 33792)]
+SPAN_MS = [1, 4]
+
+
 def main() -> int:
     global SHAPES, MS, NCU_CASES, NCU_METRICS
     gpu = T.get_device_name()
@@ -126,6 +132,9 @@ def main() -> int:
     if "--smsp" in sys.argv:
         SHAPES, MS, NCU_CASES, NCU_METRICS = SMSP_SHAPES, SMSP_MS, SMSP_NCU, SMSP_METRICS
         stem += "_smsp"
+    if "--span" in sys.argv:
+        SHAPES, MS, NCU_CASES = SPAN_SHAPES, SPAN_MS, []
+        stem += "_span"
     if "--falcon" in sys.argv:
         SHAPES, MS, NCU_CASES = FALCON_SHAPES, FALCON_MS, []
         stem += "_falcon"
