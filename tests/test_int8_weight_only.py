@@ -96,8 +96,8 @@ def test_the_row_pitch_sets_the_bank_conflicts(rule):
 
 @pytest.mark.xfail(strict=True, reason="README, Known limitations: at 1-8 rows a grid larger than one wave of "
                                        "blocks takes ~2x the model per wavefront, for a reason not found (not modelled)")
-def test_one_row_of_a_wide_weight_streamed_from_dram(rule):
-    # 4096 x 28672 at one row: 1,080.5 us measured, ~516 modelled
+def test_one_row_of_a_grid_larger_than_one_wave(rule):
+    # 4096 x 28672 (1,792 blocks: more than fit at once) at one row: 1,080.5 us measured, ~516 modelled
     us = thread_per_output_cycles(1, 4096, 28672, 1, SMS, rule)["boost_cycles"] / 1.98e3
     assert us == pytest.approx(1080.5, rel=0.2)
 
