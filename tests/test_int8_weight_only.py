@@ -69,14 +69,16 @@ def _timed(name):
         return [(int(r["m"]), int(r["k"]), int(r["n"]), float(r["call_us"])) for r in csv.DictReader(f)]
 
 
+def _errors_pct(rule, name, min_rows):
+    """(model - measured) / measured in %, at the kernel's 1.98 GHz, of the timed calls in
+    ``name`` with at least ``min_rows`` rows of A."""
+    return [(thread_per_output_cycles(m, k, n, 1, SMS, rule)["boost_cycles"] / 1.98e3 - us) / us * 100
+            for m, k, n, us in _timed(name) if m >= min_rows]
+
+
 def test_follows_the_timed_calls_from_twelve_rows(rule):
     # in-graph calls (casts included) the numbers were not taken from: m >= 12, six weight shapes
-    errs = []
-    for m, k, n, us in _timed("h100_micro_int8mm.csv"):
-        if m >= 12:
-            model_us = thread_per_output_cycles(m, k, n, 1, SMS, rule)["boost_cycles"] / 1.98e3
-            errs.append((model_us - us) / us * 100)
-    errs = np.abs(errs)
+    errs = np.abs(_errors_pct(rule, "h100_micro_int8mm.csv", 12))
     assert len(errs) == 42
     assert np.median(errs) <= 3.0 and np.percentile(errs, 90) <= 10.0, (np.median(errs), np.percentile(errs, 90))
 
@@ -158,11 +160,7 @@ def test_sim_run_says_which_int8_kernel_it_priced():
 def test_falcon_shapes_out_of_sample(rule):
     # Falcon-7B's weights (hidden 4544: an 8-way bank-conflict pitch; 18176 for down), measured
     # after the rule was written: from 16 rows within 10 % (8-way ones 6-9 % fast)
-    errs = []
-    for m, k, n, us in _timed("h100_micro_int8mm_falcon.csv"):
-        if m >= 16:
-            model_us = thread_per_output_cycles(m, k, n, 1, SMS, rule)["boost_cycles"] / 1.98e3
-            errs.append((model_us - us) / us * 100)
+    errs = _errors_pct(rule, "h100_micro_int8mm_falcon.csv", 16)
     assert len(errs) == 12 and max(abs(e) for e in errs) <= 10.0, errs
 
 
