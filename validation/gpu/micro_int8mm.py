@@ -122,6 +122,22 @@ SPAN_SHAPES = [(4096, 16896), (8192, 16896), (2048, 28672), (4096, 28672), (2048
 SPAN_MS = [1, 4]
 
 
+#: ``--sched``: how many blocks run at once in a grid larger than one wave whose blocks have exited
+#: warps (1,792 and 2,112 blocks) against one wave (1,056): CTAs and warps resident, launched
+SCHED_NCU = [(1, 4096, 16896), (1, 2048, 33792), (1, 4096, 28672), (4, 4096, 28672), (16, 4096, 28672)]
+SCHED_METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_active.avg",
+                 "sm__ctas_launched.sum", "sm__ctas_launched.max", "sm__ctas_active.avg.per_cycle_active",
+                 "sm__ctas_active.max.per_cycle_active", "sm__warps_launched.sum",
+                 "sm__warps_active.avg.per_cycle_active", "sm__warps_active.max.per_cycle_active",
+                 "l1tex__data_pipe_lsu_wavefronts.sum", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+                 "dram__sectors_read.sum", "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio",
+                 "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                 "launch__occupancy_limit_blocks", "launch__occupancy_limit_warps",
+                 "launch__occupancy_limit_registers", "launch__waves_per_multiprocessor",
+                 "sm__maximum_warps_per_active_cycle_pct"]
+
+
 def main() -> int:
     global SHAPES, MS, NCU_CASES, NCU_METRICS
     gpu = T.get_device_name()
@@ -135,6 +151,9 @@ def main() -> int:
     if "--span" in sys.argv:
         SHAPES, MS, NCU_CASES = SPAN_SHAPES, SPAN_MS, []
         stem += "_span"
+    if "--sched" in sys.argv:
+        SHAPES, MS, NCU_CASES, NCU_METRICS = [], [], SCHED_NCU, SCHED_METRICS
+        stem += "_sched"
     if "--falcon" in sys.argv:
         SHAPES, MS, NCU_CASES = FALCON_SHAPES, FALCON_MS, []
         stem += "_falcon"
