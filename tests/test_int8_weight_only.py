@@ -170,3 +170,14 @@ def test_grids_that_fit_at_once_out_of_sample(rule):
     for m, k, n, us in _timed("h100_micro_int8mm_smsp.csv"):
         model_us = thread_per_output_cycles(m, k, n, 1, SMS, rule)["boost_cycles"] / 1.98e3
         assert model_us == pytest.approx(us, rel=0.05 if m >= 16 else 0.35), (m, k, n)
+
+
+def test_sim_gemm_names_the_kernel_rule():
+    from test_bad_input import sim as cli
+
+    got = cli("gemm", "h200_sxm", "--m", "1", "--k", "4096", "--n", "4096", "--dtype", "bf16", "--weight-dtype", "int8")
+    assert got.returncode == 0, got.stderr
+    assert "kernel_rule       thread_per_output (one thread per output element, no tensor cores): 17 L1 wavefronts" \
+        in got.stdout
+    plain = cli("gemm", "h200_sxm", "--m", "1", "--k", "4096", "--n", "4096", "--dtype", "bf16")
+    assert plain.returncode == 0 and "kernel_rule" not in plain.stdout

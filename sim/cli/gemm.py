@@ -85,5 +85,21 @@ def run(args) -> int:
         # the software stack's kernels for this GEMM, when it launches more than one
         **({"stack_kernels": ", ".join(f"{k['name']} {k['seconds'] * 1e6:.2f} us" for k in r.details["stack_kernels"])}
            if r.details.get("stack_kernels") else {}),
+        **({"kernel_rule": rule} if (rule := _kernel_rule(r.details)) else {}),
     })
     return 0
+
+
+def _kernel_rule(details: dict) -> str:
+    """What a stack's weight-only kernel rule made of the GEMM's time ('' when none applied):
+    the array, tiles and limited_by above describe the engine's GEMM, not such a kernel."""
+    t = details.get("thread_per_output")
+    if t:
+        return (f"thread_per_output (one thread per output element, no tensor cores): "
+                f"{t['wavefronts_per_iteration']:g} L1 wavefronts and {t['sectors_per_iteration']} sectors per warp "
+                f"iteration, {t['waves']} wave(s), at {t['boost_clock_mhz']:g} MHz ({t['source']})")
+    w = details.get("row_work")
+    if w:
+        return (f"row_work: +{w['extra_cycles']:,.0f} cycles of per-row work at {w['fraction']:g} of {w['array']}'s "
+                f"peak ({w['source']})")
+    return ""
