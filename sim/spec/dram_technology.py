@@ -43,6 +43,14 @@ __all__ = ["DramTechnology", "DramTechnologySpec", "DRAM_TECHNOLOGIES", "check_f
 T_RFC_PB_FRACTION = (4.0, 7.0)
 
 
+def column_timing_problems(spec) -> list:
+    """Rule problems of ``spec``'s column-to-column timings (``t_ccd_s_nck`` / ``t_ccd_l_nck``,
+    None: not given) that are not whole clock cycles: a technology file's and a chip's alike."""
+    return [((key,), "must be a whole number of clock cycles (JEDEC column-to-column timings are in nCK: "
+                     "commands issue on clock edges)", v)
+            for key in ("t_ccd_s_nck", "t_ccd_l_nck") if (v := getattr(spec, key)) is not None and v != int(v)]
+
+
 class DramTechnologySpec(_Spec):
     """One ``dram_technologies/*.yaml`` file."""
 
@@ -72,11 +80,7 @@ class DramTechnologySpec(_Spec):
                        or any(a >= b for a, b in zip(bounds[:-2], bounds[1:-1]))):
             problems.append((("t_rfc_pb_ns",), "density bounds must ascend and only the last be null (any density)",
                              [list(x) for x in self.t_rfc_pb_ns]))
-        for key in ("t_ccd_s_nck", "t_ccd_l_nck"):
-            v = getattr(self, key)
-            if v != int(v):  # as a chip's own t_ccd_*_nck (sim.spec.memory_spec): 2.5 was taken
-                problems.append(((key,), "must be a whole number of clock cycles (JEDEC column-to-column "
-                                 "timings are in nCK: commands issue on clock edges)", v))
+        problems += column_timing_problems(self)   # 2.5 was taken
         if self.name != technology_key(self.name):
             problems.append((("name",), f"a technology name is upper case without '-', '_' or spaces: "
                                         f"{technology_key(self.name)!r}", self.name))

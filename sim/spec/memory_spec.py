@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field, model_validator
 
 from sim.errors import UnknownNameError
-from sim.spec.dram_technology import DRAM_TECHNOLOGIES, dram_technology, technology_key
+from sim.spec.dram_technology import DRAM_TECHNOLOGIES, column_timing_problems, dram_technology, technology_key
 from sim.spec.spec_base import (_BIG, EnergyPj, Flag, Name, NonEmpty, TimeNs, _int, _num, _revalidate_with_rules,
                                 _rule_errors, _Spec)
 
@@ -214,11 +214,7 @@ class DramLevel(_Spec):
             problems.append((("burst_length",), f"must be one of {', '.join(map(str, _JEDEC_BURST_LENGTHS))} "
                              "(JEDEC bursts: BL2/BL4 HBM2, BL8 DDR3/DDR4/HBM3, BL16/BL32 LPDDR5/DDR5)",
                              self.burst_length))
-        for key in ("t_ccd_s_nck", "t_ccd_l_nck"):
-            v = getattr(self, key)
-            if v is not None and v != int(v):
-                problems.append(((key,), "must be a whole number of clock cycles (JEDEC column-to-column "
-                                 "timings are in nCK: commands issue on clock edges)", v))
+        problems += column_timing_problems(self)
         if self.pseudo_channels > _MAX_PSEUDO_CHANNELS:
             # the address hash has polynomials up to 2**16 ways: 65,536 HBM3 channels x 2 passed
             # sim check and failed every run with "<dram>: channels: 2**17 pseudo-channels or banks

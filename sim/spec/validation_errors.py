@@ -307,7 +307,6 @@ def _foreign_key_hint(model: Any, loc: Loc, doc: YamlDoc) -> str | None:
     return None
 
 
-
 def validation_problems(model: type[BaseModel], exc: ValidationError, doc: YamlDoc) -> list[ConfigProblem]:
     """Convert pydantic errors to problems with line, dotted path, valid keys and hints."""
     problems: list[ConfigProblem] = []
