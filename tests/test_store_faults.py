@@ -132,6 +132,38 @@ def test_rows_finished_between_reading_the_store_and_claiming_are_not_simulated_
     assert list((out / "claims").iterdir()) == []
 
 
+def test_rows_written_while_awaiting_another_sweep_are_not_simulated_again(tmp_path, monkeypatch):
+    """The race behind a flaky two-sweep run (11 + 12 new points for 12): a sweep waiting on
+    another's points read the store, then the other wrote its rows and dropped its claims,
+    then the waiter claimed the points as abandoned and simulated them again."""
+    from sim.apps.sweep import run as sweep_run
+
+    store = ResultStore(tmp_path / "store")
+    h = "a" * 16
+    other = os.getppid()  # a live process that is not this one
+    (store.claims_dir / h).write_text(str(other))
+    real_claim = ResultStore.claim
+
+    def other_sweep_finishes_first(self, hashes):
+        hashes = list(hashes)
+        if (self.claims_dir / h).exists():  # the other sweep writes its row, then releases
+            self.append([{"hash": h, "seconds": 1.0, "error": None}])
+            (self.claims_dir / h).unlink()
+        return real_claim(self, hashes)
+
+    monkeypatch.setattr(ResultStore, "claim", other_sweep_finishes_first)
+    simulated, arrived = [], []
+
+    class Sink:
+        def flush(self):
+            pass
+
+    sweep_run._await_points(store, {h: other}, {h: {"chip": {}}}, simulated.append, Sink(),
+                            lambda: arrived.append(1))
+    assert simulated == [] and arrived == [1]
+    assert list(store.claims_dir.iterdir()) == []
+
+
 def test_sigterm_keeps_every_finished_point(tmp_path):
     """SIGTERM ends a sweep as Ctrl-C does: the points it reports finished are in the store
     (the default action dropped up to FLUSH_SECONDS of them)."""

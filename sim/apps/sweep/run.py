@@ -169,7 +169,17 @@ def _await_points(store: ResultStore, held: dict[str, int], tasks: dict[str, dic
         if not waiting:
             break
         mine, still = store.claim(waiting)
-        for h in mine:  # the other sweep is gone: simulate its point here
+        if mine:
+            # The other sweep may have written these rows and dropped its claims between our
+            # read above and this claim (it writes before it releases): read again before
+            # simulating a point a second time.
+            rows = store.load(refresh=True)
+            for h in [h for h in mine if h in rows]:
+                store.release([h])
+                arrived()
+                del waiting[h]
+                mine.discard(h)
+        for h in mine:  # the other sweep is gone, or released the point without a row: simulate it here
             _run_inline([tasks[h]], add)
             del waiting[h]
         sink.flush()
