@@ -91,13 +91,18 @@ def run(args) -> int:
 
 
 def _kernel_rule(details: dict) -> str:
-    """What a stack's weight-only kernel rule made of the GEMM's time ('' when none applied):
+    """What a stack's GEMM kernel rule made of the GEMM's time ('' when none applied):
     the array, tiles and limited_by above describe the engine's GEMM, not such a kernel."""
     t = details.get("thread_per_output")
     if t:
         return (f"thread_per_output (one thread per output element, no tensor cores): "
                 f"{t['wavefronts_per_iteration']:g} L1 wavefronts and {t['sectors_per_iteration']} sectors per warp "
                 f"iteration, {t['waves']} wave(s), at {t['boost_clock_mhz']:g} MHz ({t['source']})")
+    p = details.get("partial_token_tile")
+    if p and p["kernel_cycles"] > p["engine_cycles"]:
+        return (f"partial_token_tile (a sparse kernel's token tile at most half full): {p['tiles']} tile(s), "
+                f"{p['resident_tiles']} at once, {p['kstep_boost_cycles']:,.0f} cycles per k-step at "
+                f"{p['boost_clock_mhz']:g} MHz ({p['source']})")
     w = details.get("row_work")
     if w:
         return (f"row_work: +{w['extra_cycles']:,.0f} cycles of per-row work at {w['fraction']:g} of {w['array']}'s "

@@ -57,8 +57,8 @@ class Kernel:
     stage: int = 0
     source: str = ""          # the name of the model op it comes from
     stream: object = None     # the stack's StreamKernelRule for a memory-bound kernel (None: ideal stream)
-    row_work: object = None   # the stack's rule for a weight-only GEMM kernel (RowWorkRule or
-                              # ThreadPerOutputRule; None: none)
+    row_work: object = None   # the stack's rule for a GEMM kernel's own cost (RowWorkRule,
+                              # ThreadPerOutputRule or PartialTokenTileRule; None: none)
 
     def options(self, base):
         """``base`` (the run's Options) with this kernel's library path; an array the user
@@ -210,7 +210,10 @@ def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
             out.append((VectorOp(f"{op.name}.pad_fill", "fill", m_pad * op.k * op.count, 0.0, 0, m_pad * op.k * eb),
                         {}))
             out.append((Copy(f"{op.name}.pad_copy", op.m * op.k * eb), {}))
-        out.append((dataclasses.replace(op, m=m_pad), {"tiles": r.tiles, "split_k": r.split_k}))
+        lib = {"tiles": r.tiles, "split_k": r.split_k}
+        if r.partial_token_tile is not None and r.tiles is not None and m_pad <= r.partial_token_tile.max_rows:
+            lib["row_work"] = r.partial_token_tile   # its k-step when the token tile is at most half full
+        out.append((dataclasses.replace(op, m=m_pad), lib))
         return out
     path = g.misaligned_path(op.dtype, op.k, op.n)
     if path is not None:

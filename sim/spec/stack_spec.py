@@ -148,6 +148,50 @@ class MisalignedGemmRule(FrozenSpec):
                                         ("k_array", self.k_array), ("n_array", self.n_array)) if v]
 
 
+class TokenRowsCurve(FrozenSpec):
+    """A k-step's time against the tiles resident at once, measured at ``rows`` token rows."""
+
+    rows: int = Field(ge=1, le=1 << 20, description="token rows of the tile the points were measured at")
+    kstep_cycles: tuple[tuple[float, float], ...] = Field(
+        min_length=1, description="[resident tiles, boost-clock cycles per k-step] points, tiles ascending")
+
+    @field_validator("kstep_cycles")
+    @classmethod
+    def _points(cls, v):
+        xs = [p[0] for p in v]
+        if any(x < 1 for x in xs) or any(b <= a for a, b in zip(xs, xs[1:])):
+            raise ValueError(f"resident tiles must be >= 1 and strictly ascending, got {xs}")
+        if any(not (0 < p[1] < 1e9) for p in v):
+            raise ValueError("cycles per k-step must be > 0")
+        return v
+
+
+class PartialTokenTileRule(FrozenSpec):
+    """A sparse library's fixed-tile kernel whose token tile is at most ``max_rows`` full
+    (cuSPARSELt's 2:4 kernel at <= 128 of its 256 token rows): each k-step of a tile takes
+    a measured time that grows with the tiles resident at once, longer than the engine's
+    k-step of the same tile (same bytes, same instructions; the warps wait on their loads).
+    ``curves`` give, at measured token row counts, ``[resident tiles, cycles of the boost
+    clock]`` points (the time x the boost clock: the kernel is latency-bound and draws little
+    power); the kernel takes its launch plus k-steps x tiles per resident CTA x the k-step at
+    its resident tiles, interpolated linearly in both (extrapolated linearly below the fewest
+    tiles measured, held beyond the rows and tiles measured), or its engine time where that
+    is longer."""
+
+    max_rows: int = Field(ge=1, le=1 << 20, description="token rows (after padding) up to which the rule applies")
+    curves: tuple[TokenRowsCurve, ...] = Field(min_length=1, description="one curve per measured token row "
+                                                                          "count, rows ascending")
+    source: str = Field(default="", description="the microbenchmark the numbers come from")
+
+    @field_validator("curves")
+    @classmethod
+    def _rows_ascending(cls, v):
+        rows = [c.rows for c in v]
+        if any(b <= a for a, b in zip(rows, rows[1:])):
+            raise ValueError(f"curves' rows must be strictly ascending, got {rows}")
+        return v
+
+
 class Sparse24GemmRule(FrozenSpec):
     """2:4 structured-sparse GEMMs run through a sparse library."""
 
@@ -156,6 +200,8 @@ class Sparse24GemmRule(FrozenSpec):
     tiles: tuple[_Pos, _Pos, _Pos] | None = Field(default=None, description="the library's only (m, n, k) tile")
     split_k: tuple[_Pos, ...] | None = Field(default=None, min_length=1,
                                              description="split-K factors the library uses")
+    partial_token_tile: PartialTokenTileRule | None = Field(
+        default=None, description="the kernel's k-step when its token tile is at most max_rows full")
 
 
 _EXPR_NAMES_DOC = ("n: elements of the unit the rule splits (rope: q or k; per expert: the op's elements over the "

@@ -22,7 +22,7 @@ from sim.model.engine.kernel_run import KernelRun
 from sim.model.engine.residency import activation_operand_bytes
 from sim.model.mapper.search import Mapping
 from sim.spec.chip import ChipSpec
-from sim.spec.stack_spec import ThreadPerOutputRule
+from sim.spec.stack_spec import PartialTokenTileRule, ThreadPerOutputRule
 
 
 def launch_cycles(chip: ChipSpec, lowered: LoweredOp) -> float:
@@ -284,12 +284,74 @@ def stream_kernel_rate(chip: ChipSpec, op: VectorOp, res: OpResult, rule,
                                achieved_dram_bytes_per_s=dram / seconds if seconds else 0.0, details=details)
 
 
-def weight_only_kernel(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
-    """A weight-only GEMM kernel priced by its stack rule: :func:`gemm_row_work` for a
-    RowWorkRule, :func:`gemm_thread_per_output` for a ThreadPerOutputRule."""
+def stack_kernel_rule(chip: ChipSpec, op, res: OpResult, rule, tiles=None) -> OpResult:
+    """A GEMM kernel priced by its stack's rule (``tiles``: the library's (m, n, k) tile):
+    :func:`gemm_row_work` for a RowWorkRule, :func:`gemm_thread_per_output` for a
+    ThreadPerOutputRule (weight-only paths), :func:`gemm_partial_token_tile` for a
+    PartialTokenTileRule (a sparse library's partly filled token tile)."""
     if isinstance(rule, ThreadPerOutputRule):
         return gemm_thread_per_output(chip, op, res, rule)
+    if isinstance(rule, PartialTokenTileRule):
+        return gemm_partial_token_tile(chip, op, res, rule, tiles)
     return gemm_row_work(chip, op, res, rule)
+
+
+def _boost_mhz(chip: ChipSpec) -> float:
+    """The clock a kernel that draws little power runs at: the boost clock, else clock_mhz."""
+    return chip.power.boost_clock_mhz if chip.power is not None and chip.power.boost_clock_mhz else chip.clock_mhz
+
+
+def _on_points(points, x: float) -> float:
+    """``points`` ([x, y], x ascending) at ``x``: linear between them, extrapolated linearly
+    below the first (from the first two), held beyond the last."""
+    xs = [float(p[0]) for p in points]
+    ys = [float(p[1]) for p in points]
+    if len(xs) == 1 or x >= xs[-1]:
+        return ys[-1] if x >= xs[-1] else ys[0]
+    if x <= xs[0]:
+        return max(0.0, ys[0] + (x - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0]))
+    i = next(j for j in range(1, len(xs)) if x <= xs[j])
+    return ys[i - 1] + (x - xs[i - 1]) * (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+
+
+def partial_token_tile_cycles(m: int, k: int, n: int, count: int, cores: int, tiles, rule) -> dict:
+    """Boost-clock cycles of a sparse library's fixed-tile kernel whose token tile (``tiles``'
+    m) is partly filled (a stack's PartialTokenTileRule): its tiles run one per core at once
+    (beyond the cores, a persistent grid of one CTA per core walks tiles / cores each), each
+    k-step taking the rule's time at the tiles resident, interpolated in the token rows."""
+    tm, tn, tk = tiles
+    n_tiles = count * math.ceil(m / tm) * math.ceil(n / tn)
+    resident = min(n_tiles, cores)
+    per_core = n_tiles / resident
+    rows = [c.rows for c in rule.curves]
+    at = {c.rows: _on_points(c.kstep_cycles, resident) for c in rule.curves}
+    if m <= rows[0]:
+        kstep = at[rows[0]]
+    elif m >= rows[-1]:
+        kstep = at[rows[-1]]
+    else:
+        i = next(j for j in range(1, len(rows)) if m <= rows[j])
+        r0, r1 = rows[i - 1], rows[i]
+        kstep = at[r0] + (m - r0) * (at[r1] - at[r0]) / (r1 - r0)
+    steps = math.ceil(k / tk) * per_core
+    return {"boost_cycles": float(steps * kstep), "resident_tiles": resident, "tiles": n_tiles,
+            "ksteps_per_core": steps, "kstep_boost_cycles": kstep}
+
+
+def gemm_partial_token_tile(chip: ChipSpec, op, res: OpResult, rule, tiles) -> OpResult:
+    """A sparse GEMM kernel whose token tile is partly filled (a stack's PartialTokenTileRule):
+    :func:`partial_token_tile_cycles` at the chip's boost clock plus the launch, or the
+    engine's time where that is longer.  It only lengthens the kernel, so the result never
+    beats the roofline.  Rows beyond the rule's ``max_rows`` keep the engine's time."""
+    if tiles is None or op.m > rule.max_rows:
+        return res
+    boost_mhz = _boost_mhz(chip)
+    got = partial_token_tile_cycles(op.m, op.k, op.n, op.count, chip.cores.count, tiles, rule)
+    launch = float(res.details.get("launch_overhead_cycles", 0.0) or 0.0)
+    kernel = launch + got["boost_cycles"] * chip.clock_mhz / boost_mhz
+    return _lengthened(chip, res, max(res.cycles, kernel), dict(
+        res.details, partial_token_tile=dict(got, boost_clock_mhz=boost_mhz, kernel_cycles=kernel,
+                                             engine_cycles=res.cycles, source=rule.source)))
 
 
 def bank_wavefronts(lanes: int, pitch_bytes: float, elem_bytes: float, banks: int, bank_bytes: int) -> float:
@@ -350,7 +412,7 @@ def gemm_thread_per_output(chip: ChipSpec, op, res: OpResult, rule) -> OpResult:
     kernel draws little power: Nsight Compute read 1.98 GHz in it on an H100), plus the launch,
     or the engine's time for the GEMM (its weight stream) where that is longer.  It only
     lengthens the kernel, so the result never beats the roofline."""
-    boost_mhz = chip.power.boost_clock_mhz if chip.power is not None and chip.power.boost_clock_mhz else chip.clock_mhz
+    boost_mhz = _boost_mhz(chip)
     got = thread_per_output_cycles(op.m, op.k, op.n, op.count, chip.cores.count, rule)
     launch = float(res.details.get("launch_overhead_cycles", 0.0) or 0.0)
     kernel = launch + got["boost_cycles"] * chip.clock_mhz / boost_mhz

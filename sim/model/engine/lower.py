@@ -76,9 +76,10 @@ class Options:
     fidelity: str = "high"                      # high | fast: how much of a large problem is simulated
     stream: object = None                       # a stack's StreamKernelRule (sim.spec.stack_spec): a vector
                                                 # kernel's achieved rate and floor; None: the ideal stream
-    row_work: object = None                     # a stack's rule for a weight-only GEMM kernel's own cost
-                                                # (RowWorkRule: tinygemm's per-row work; ThreadPerOutputRule:
-                                                # int8mm.cu's scattered loads); None: none
+    row_work: object = None                     # a stack's rule for a GEMM kernel's own cost (RowWorkRule:
+                                                # tinygemm's per-row work; ThreadPerOutputRule: int8mm.cu's
+                                                # scattered loads; PartialTokenTileRule: cuSPARSELt's partly
+                                                # filled token tile); None: none
     mapping_of: tuple | None = None             # simulate only the candidate with this mapping_key when the
                                                 # mapper still offers it (DVFS re-uses, at the clocks below
                                                 # the chip's, the mapping it chose at the chip's clock)

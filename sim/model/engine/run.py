@@ -30,7 +30,7 @@ from sim.ir.lowered import LoweredAttention, LoweredGemm, LoweredOnArray, Lowere
 from sim.ir.ops import Attention, Collective, Gemm, VectorOp
 from sim.ir.results import OpResult
 from sim.model.cost.power import at_clock
-from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, launch_cycles, weight_only_kernel,
+from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, launch_cycles, stack_kernel_rule,
                                       merge_results, stream_kernel_rate)
 from sim.model.engine.collectives import collective_result
 from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, is_huge, sample_work, too_costly,
@@ -270,7 +270,7 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     if options.stream is not None and isinstance(op, VectorOp) and not ideal:
         best = stream_kernel_rate(chip, op, best, options.stream, _measured_body_ns(chip, op, options))
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
-        best = weight_only_kernel(chip, op, best, options.row_work)
+        best = stack_kernel_rule(chip, op, best, options.row_work, options.tiles)
     return best
 
 
