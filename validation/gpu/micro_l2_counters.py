@@ -216,11 +216,14 @@ def profile(out_dir: str) -> None:
                        "--metrics", ",".join(metrics), sys.executable, os.path.abspath(__file__), "--target", name]
                 res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
                 log.write(f"=== group {gi} {name}\n{res.stdout}\n--- stderr ---\n{res.stderr}\n")
+                log.flush()
                 rows += _parse(res.stdout, name)
-    with open(os.path.join(out_dir, f"{STEM}.csv"), "w", newline="") as f:
-        wr = csv.writer(f, lineterminator="\n")
-        wr.writerow(["workload", "kernel", "metric", "unit", "value"])
-        wr.writerows(rows)
+                # rewritten after every workload: a run stopped by a timeout keeps what it measured
+                # (session 30 lost 12 of 40 shapes' rows to one and had to parse them from the log)
+                with open(os.path.join(out_dir, f"{STEM}.csv"), "w", newline="") as f:
+                    wr = csv.writer(f, lineterminator="\n")
+                    wr.writerow(["workload", "kernel", "metric", "unit", "value"])
+                    wr.writerows(rows)
 
 
 def _parse(text: str, name: str) -> list[list[str]]:
