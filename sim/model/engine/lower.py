@@ -262,13 +262,38 @@ def attention_problem(chip: ChipSpec, op: Attention, opts: Options, cores: int) 
                             fused=True, math_dtype=math_dtype)
 
 
+def _stream_row_limit(chip: ChipSpec, a_bpe: float, c_bpe: float) -> int:
+    """The most elements a stream row may hold so that one row's tile buffers (its input at
+    the buffer's pipeline depth, its output at most double-buffered, as the mapper sizes them:
+    sim.model.mapper.tiling.tile_sram_bytes) fit the outermost core-scope SRAM, each operand in
+    its partition where the SRAM is partitioned.  A stream whose elements carry many bytes -
+    a split-KV reduction reads every split's fp32 partial output of an element - is walked in
+    narrower rows, as its kernel walks what fits on chip (an MQA decode over 8k keys on
+    h200_sxm had no tile that fit: 532 KiB for a 1,024-element row).  Others keep
+    STREAM_ROW_ELEMENTS."""
+    srams = chip.memory.core_srams
+    if not srams or (a_bpe <= 0 and c_bpe <= 0):
+        return STREAM_ROW_ELEMENTS
+    buf = srams[-1]
+    depth = max(1, int(buf.buffers))
+    a_per, c_per = a_bpe * depth, c_bpe * min(depth, 2)
+    if buf.partition is not None:
+        limits = [buf.partition.input_kib * 1024.0 / a_per if a_per else math.inf,
+                  buf.partition.output_kib * 1024.0 / c_per if c_per else math.inf]
+        limit = min(limits)
+    else:
+        limit = buf.capacity_bytes / (a_per + c_per)
+    return max(1, min(STREAM_ROW_ELEMENTS, int(limit)))
+
+
 def stream_problem(chip: ChipSpec, name: str, elements: int, read_bytes: float, write_bytes: float,
                    lane_ops_per_element: float, kind: str) -> LoweredStream:
-    """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies)."""
-    width = min(STREAM_ROW_ELEMENTS, elements)
-    rows = -(-elements // width)
+    """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies), or of
+    fewer where one such row would not fit a core's tile buffer (:func:`_stream_row_limit`)."""
     a_bpe = read_bytes / elements if read_bytes else 0.0
     c_bpe = write_bytes / elements if write_bytes else 0.0
+    width = min(STREAM_ROW_ELEMENTS, elements, _stream_row_limit(chip, a_bpe, c_bpe))
+    rows = -(-elements // width)
     layout = OperandLayout(a=max(a_bpe, 1e-9), b=0.0, c=max(c_bpe, 1e-9), psum=max(c_bpe, 1e-9))
 
     def cycles_fn(mt, nt, kt):
