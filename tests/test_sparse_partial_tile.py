@@ -20,7 +20,7 @@ from sim.spec.stack_spec import PartialTokenTileRule
 
 ROOT = Path(__file__).resolve().parents[1]
 MEAS = ROOT / "validation" / "measurements"
-TILES = (256, 128, 64)
+TILES = load_stack("eager_pytorch").gemm.sparse_2_4.tiles  # cuSPARSELt's (tokens, weight rows, k) tile
 
 
 @pytest.fixture(scope="module")

@@ -27,13 +27,19 @@ the Nsight Compute run of those shapes on the H100 (h100_micro_sparse_grid.csv).
 from __future__ import annotations
 
 import csv
-import math
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sim.model.engine.assemble import partial_token_tile_cycles  # noqa: E402
+from sim.model.stacks import load_stack  # noqa: E402
+from sim.spec.stack_spec import PartialTokenTileRule  # noqa: E402
+
 DATA = ROOT / "validation" / "measurements" / "h100_micro_sparse_ctas_stats.csv"
-#: the kernel's tile (tokens, weight rows, k) and the GPU's SMs
-TILE_TOKENS, TILE_ROWS, TILE_K = 256, 128, 64
+#: the kernel's (tokens, weight rows, k) tile, as the stack profile has it, and the GPU's SMs
+TILES = load_stack("eager_pytorch").gemm.sparse_2_4.tiles
 SMS = 132
 #: cycles per second the table counts in: the boost clock ([DS] 1,980 MHz)
 BOOST_HZ = 1.98e9
@@ -41,14 +47,9 @@ BOOST_HZ = 1.98e9
 #: (kernel_prologue_ns 1,297 plus the graph's 1.257 us per kernel; the engine's
 #: launch_overhead_cycles, 4,214 at 1,650 MHz): subtracted before dividing by the k-steps
 LAUNCH_US = 2.554
-
-
-def resident_tiles(m: int, n: int) -> tuple[int, float]:
-    """(tiles resident at once, tiles per resident CTA) of an m x k x n call."""
-    tiles = math.ceil(m / TILE_TOKENS) * math.ceil(n / TILE_ROWS)
-    if tiles <= SMS:
-        return tiles, 1.0
-    return SMS, tiles / SMS   # a persistent grid of one CTA per SM (launch__grid_size 132)
+#: a rule of one k-step of one cycle: partial_token_tile_cycles then counts the k-steps each
+#: resident tile walks exactly as the model does
+_COUNT = PartialTokenTileRule(max_rows=TILES[0], curves=[{"rows": 1, "kstep_cycles": [[1, 1.0]]}])
 
 
 def fit() -> dict[int, list[tuple[int, float]]]:
@@ -59,12 +60,11 @@ def fit() -> dict[int, list[tuple[int, float]]]:
             if r["dtype"] != "bf16_2:4" or r["status"] != "ok":
                 continue
             m, k, n = int(r["m"]), int(r["k"]), int(r["n"])
-            if m > TILE_TOKENS // 2:
+            if m > TILES[0] // 2:
                 continue
-            resident, per_cta = resident_tiles(m, n)
-            steps = math.ceil(k / TILE_K) * per_cta
+            got = partial_token_tile_cycles(m, k, n, 1, SMS, TILES, _COUNT)
             us = float(r["median_ms"]) * 1e3 - LAUNCH_US
-            out.setdefault(m, []).append((resident, round(us * 1e-6 * BOOST_HZ / steps)))
+            out.setdefault(m, []).append((got["resident_tiles"], round(us * 1e-6 * BOOST_HZ / got["ksteps_per_core"])))
     for rows in out.values():
         rows.sort()
     return out

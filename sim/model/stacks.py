@@ -211,8 +211,9 @@ def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
                         {}))
             out.append((Copy(f"{op.name}.pad_copy", op.m * op.k * eb), {}))
         lib = {"tiles": r.tiles, "split_k": r.split_k}
-        if r.partial_token_tile is not None and r.tiles is not None and m_pad <= r.partial_token_tile.max_rows:
-            lib["row_work"] = r.partial_token_tile   # its k-step when the token tile is at most half full
+        if r.partial_token_tile is not None:
+            # its k-step when the token tile is at most max_rows full (assemble.gemm_partial_token_tile)
+            lib["row_work"] = r.partial_token_tile
         out.append((dataclasses.replace(op, m=m_pad), lib))
         return out
     path = g.misaligned_path(op.dtype, op.k, op.n)

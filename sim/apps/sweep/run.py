@@ -151,6 +151,16 @@ def plan(spec, overrides: list[str] | None = None):
     return pd.DataFrame(rows)
 
 
+def _drop_finished(store: ResultStore, mine, rows: dict, retry_errors: bool = False) -> list[str]:
+    """Of the points this sweep just claimed, those another sweep finished meanwhile (its rows
+    are in ``rows``, read after the claim: a sweep writes its rows before it drops its claims),
+    released again and returned; with ``retry_errors`` a stored error row does not count."""
+    done = [h for h in mine if h in rows and not (retry_errors and rows[h].get("error"))]
+    if done:
+        store.release(done)
+    return done
+
+
 #: how often a sweep looks for the rows of points another sweep on its store is simulating
 AWAIT_POLL_SECONDS = 0.5
 
@@ -170,12 +180,9 @@ def _await_points(store: ResultStore, held: dict[str, int], tasks: dict[str, dic
             break
         mine, still = store.claim(waiting)
         if mine:
-            # The other sweep may have written these rows and dropped its claims between our
-            # read above and this claim (it writes before it releases): read again before
-            # simulating a point a second time.
-            rows = store.load(refresh=True)
-            for h in [h for h in mine if h in rows]:
-                store.release([h])
+            # the other sweep may have written these rows and dropped its claims between our
+            # read above and this claim: read again before simulating a point a second time
+            for h in _drop_finished(store, mine, store.load(refresh=True)):
                 arrived()
                 del waiting[h]
                 mine.discard(h)
@@ -236,13 +243,11 @@ def run_sweep(spec, *, out: str | os.PathLike | None = None, jobs: int | None = 
         # sweep writes its rows before it drops its claims, so they are visible now (read
         # again only when a part was written or compacted since: no new part, nothing new).
         fresh = store.load(refresh=True) if store.part_files() != parts_read else stored
-        done = [h for h in mine if h in fresh and not (retry_errors and fresh[h].get("error"))]
-        if done:
-            store.release(done)
-            for h in done:
-                del tasks[h]
-                del meta[h]
-            stats.reused += len(done)
+        done = _drop_finished(store, mine, fresh, retry_errors)
+        for h in done:
+            del tasks[h]
+            del meta[h]
+        stats.reused += len(done)
         if held and log is not None:
             log(f"{len(held)} point(s) are being simulated by another sweep on this store "
                 f"(pid {', '.join(map(str, sorted(set(held.values()))))}); their rows are awaited, not re-run")

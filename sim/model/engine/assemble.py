@@ -304,14 +304,10 @@ def _boost_mhz(chip: ChipSpec) -> float:
 def _on_points(points, x: float) -> float:
     """``points`` ([x, y], x ascending) at ``x``: linear between them, extrapolated linearly
     below the first (from the first two), held beyond the last."""
-    xs = [float(p[0]) for p in points]
-    ys = [float(p[1]) for p in points]
-    if len(xs) == 1 or x >= xs[-1]:
-        return ys[-1] if x >= xs[-1] else ys[0]
-    if x <= xs[0]:
+    xs, ys = zip(*points)
+    if len(xs) > 1 and x < xs[0]:
         return max(0.0, ys[0] + (x - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0]))
-    i = next(j for j in range(1, len(xs)) if x <= xs[j])
-    return ys[i - 1] + (x - xs[i - 1]) * (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+    return float(np.interp(x, xs, ys))
 
 
 def partial_token_tile_cycles(m: int, k: int, n: int, count: int, cores: int, tiles, rule) -> dict:
@@ -323,16 +319,10 @@ def partial_token_tile_cycles(m: int, k: int, n: int, count: int, cores: int, ti
     n_tiles = count * math.ceil(m / tm) * math.ceil(n / tn)
     resident = min(n_tiles, cores)
     per_core = n_tiles / resident
-    rows = [c.rows for c in rule.curves]
-    at = {c.rows: _on_points(c.kstep_cycles, resident) for c in rule.curves}
-    if m <= rows[0]:
-        kstep = at[rows[0]]
-    elif m >= rows[-1]:
-        kstep = at[rows[-1]]
-    else:
-        i = next(j for j in range(1, len(rows)) if m <= rows[j])
-        r0, r1 = rows[i - 1], rows[i]
-        kstep = at[r0] + (m - r0) * (at[r1] - at[r0]) / (r1 - r0)
+    # each measured row count's k-step at these resident tiles, then linear in the rows (held
+    # beyond the rows measured)
+    kstep = float(np.interp(m, [c.rows for c in rule.curves],
+                            [_on_points(c.kstep_cycles, resident) for c in rule.curves]))
     steps = math.ceil(k / tk) * per_core
     return {"boost_cycles": float(steps * kstep), "resident_tiles": resident, "tiles": n_tiles,
             "ksteps_per_core": steps, "kstep_boost_cycles": kstep}

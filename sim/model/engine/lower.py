@@ -262,48 +262,46 @@ def attention_problem(chip: ChipSpec, op: Attention, opts: Options, cores: int) 
                             fused=True, math_dtype=math_dtype)
 
 
-def _stream_row_limit(chip: ChipSpec, a_bpe: float, c_bpe: float) -> int:
-    """The most elements a stream row may hold so that one row's tile buffers (its input at
-    the buffer's pipeline depth, its output at most double-buffered, as the mapper sizes them:
-    sim.model.mapper.tiling.tile_sram_bytes) fit the outermost core-scope SRAM, each operand in
-    its partition where the SRAM is partitioned.  A stream whose elements carry many bytes -
-    a split-KV reduction reads every split's fp32 partial output of an element - is walked in
+def _fitting_row(chip: ChipSpec, prob: TileProblem, width: int) -> int:
+    """``width`` (elements of one row of stream ``prob``), or fewer, so that one row's tile
+    buffers as the mapper sizes them (``tile_sram_bytes`` at the buffer's pipeline depth,
+    ``tiles_fit``) fit a core's tile buffer.  A stream whose elements carry many bytes - a
+    split-KV reduction reads every split's fp32 partial output of an element - is walked in
     narrower rows, as its kernel walks what fits on chip (an MQA decode over 8k keys on
-    h200_sxm had no tile that fit: 532 KiB for a 1,024-element row).  Others keep
-    STREAM_ROW_ELEMENTS."""
-    srams = chip.memory.core_srams
-    if not srams or (a_bpe <= 0 and c_bpe <= 0):
-        return STREAM_ROW_ELEMENTS
-    buf = srams[-1]
-    depth = max(1, int(buf.buffers))
-    a_per, c_per = a_bpe * depth, c_bpe * min(depth, 2)
-    if buf.partition is not None:
-        limits = [buf.partition.input_kib * 1024.0 / a_per if a_per else math.inf,
-                  buf.partition.output_kib * 1024.0 / c_per if c_per else math.inf]
-        limit = min(limits)
-    else:
-        limit = buf.capacity_bytes / (a_per + c_per)
-    return max(1, min(STREAM_ROW_ELEMENTS, int(limit)))
+    h200_sxm had no tile that fit: 532 KiB for a 1,024-element row)."""
+    if not chip.memory.core_srams:
+        return width
+    mem = memory_budget(chip, True)
+    a, b, c = (float(x) for x in tile_sram_bytes(prob, 1, 1, 1, mem.buffers))
+    if tiles_fit(mem, a, b, c):
+        return width
+    caps = ((mem.sram_bytes, a + b + c),) if mem.partition is None else tuple(zip(mem.partition, (a, b, c)))
+    return max(1, int(width * min(cap / need for cap, need in caps if need > 0)))
 
 
 def stream_problem(chip: ChipSpec, name: str, elements: int, read_bytes: float, write_bytes: float,
                    lane_ops_per_element: float, kind: str) -> LoweredStream:
     """A 1-D stream laid out as rows of ``STREAM_ROW_ELEMENTS`` (vector ops, copies), or of
-    fewer where one such row would not fit a core's tile buffer (:func:`_stream_row_limit`)."""
+    fewer where one such row would not fit a core's tile buffer (:func:`_fitting_row`)."""
     a_bpe = read_bytes / elements if read_bytes else 0.0
     c_bpe = write_bytes / elements if write_bytes else 0.0
-    width = min(STREAM_ROW_ELEMENTS, elements, _stream_row_limit(chip, a_bpe, c_bpe))
-    rows = -(-elements // width)
     layout = OperandLayout(a=max(a_bpe, 1e-9), b=0.0, c=max(c_bpe, 1e-9), psum=max(c_bpe, 1e-9))
 
-    def cycles_fn(mt, nt, kt):
-        return vector_cycles(chip, np.asarray(mt, dtype=np.float64) * width * lane_ops_per_element)
+    def laid_out(width: int) -> TileProblem:
+        def cycles_fn(mt, nt, kt):
+            return vector_cycles(chip, np.asarray(mt, dtype=np.float64) * width * lane_ops_per_element)
 
-    prob = TileProblem(name=name, count=1, m=rows, n=1, k=1, layout=layout, cycles_fn=cycles_fn,
-                       a_dims=("m",) if read_bytes else (), b_dims=(), c_dims=("m",) if write_bytes else (),
-                       a_fixed=width if read_bytes else 0, c_fixed=width if write_bytes else 0,
-                       reduction=False, has_b=False, unit_m=1, fixed_order="mnk")
-    return LoweredStream(problem=prob, kind=kind, row_elements=width, stream_rows=rows)
+        return TileProblem(name=name, count=1, m=-(-elements // width), n=1, k=1, layout=layout, cycles_fn=cycles_fn,
+                           a_dims=("m",) if read_bytes else (), b_dims=(), c_dims=("m",) if write_bytes else (),
+                           a_fixed=width if read_bytes else 0, c_fixed=width if write_bytes else 0,
+                           reduction=False, has_b=False, unit_m=1, fixed_order="mnk")
+
+    width = min(STREAM_ROW_ELEMENTS, elements)
+    prob = laid_out(width)
+    fitted = _fitting_row(chip, prob, width)
+    if fitted < width:
+        width, prob = fitted, laid_out(fitted)
+    return LoweredStream(problem=prob, kind=kind, row_elements=width, stream_rows=prob.m)
 
 
 def apply_library_constraints(chip: ChipSpec, prob: TileProblem, kind: str, array: str | None = None) -> TileProblem:
