@@ -5,7 +5,9 @@
 * bench_engine.py -> results/engine.json (GEMM, Llama-3-8B prefill, memory vs M,
   Llama-3-70B generation, optionally SCALE-Sim side by side);
 * bench_sweep.py  -> results/sweep.json (the 1,000-point sweep, or a sample with --quick);
-* bench_dram.py   -> plots/dram_bandwidth.png (HBM efficiency vs size and concurrency).
+* bench_dram.py   -> plots/dram_bandwidth.png (HBM efficiency vs size and concurrency);
+* bench_compile.py -> results/compile.json (the kernels' cold compile, our inliner and Numba's
+  side by side; skipped with --quick).
 
 The README's "Speed and memory" table is written from these files by hand; the machine they
 ran on is recorded in them.  Timings are wall-clock on whatever machine runs this, so they
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / ("sweep_sample.json" if args.quick else "sweep.json")).write_text(
         json.dumps(json.loads(out.strip().splitlines()[-1]), indent=2) + "\n")
     _run(["benchmarks/bench_dram.py"] + (["--quick"] if args.quick else []))
+    if not args.quick:
+        _run(["benchmarks/bench_compile.py"])
     return 0
 
 

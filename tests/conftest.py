@@ -14,7 +14,7 @@ suite's time budget:
   and every subprocess a test starts), so no test leans on runs a developer's earlier
   commands left in ``~/.cache/sim/runs``;
 * the compiled kernels are built once, in the controller, before the workers start: a cold
-  Numba compile of the engine takes ~60-70 s of one core, and every worker or subprocess
+  Numba compile of the engine takes ~45-60 s of one core (benchmarks/bench_compile.py), and every worker or subprocess
   that started before the on-disk kernel cache existed paid it again, at once.
 """
 from __future__ import annotations

@@ -10,6 +10,8 @@ package: any edit to any kernel starts a fresh cache.
 ``SIM_NUMBA_CACHE_DIR`` chooses the parent folder (default: ``~/.cache/sim-numba``, or
 ``<package>/.numba-cache`` when the home folder is not writable).  ``SIM_DISABLE_JIT=1``
 runs the kernels as plain Python (for debugging and coverage); results must be identical.
+``SIM_NUMBA_PLAIN_INLINER=1`` leaves Numba's inliner as it ships (see
+``SharedScopeBlockCopy``: the same machine code, compiled about 40 % slower).
 """
 from __future__ import annotations
 
@@ -95,6 +97,63 @@ else:
             impl._locator_classes.insert(0, KernelSourceHashLocator)
 
     _install_relocatable_locator()
+
+    class SharedScopeBlockCopy:
+        """Stands in for the ``copy`` module inside Numba's ``inline_closurecall``, which
+        compiles every ``inline='always'`` call by copying the callee's IR one block at a time
+        (``copy.deepcopy(block)``, twice per call site).  Every block refers to the function's
+        one ``Scope``, which holds every variable, so each block's copy copied the whole scope
+        again: quadratic in the size of the inlined function, and our event loop inlines the
+        DRAM model, the L2 and the transfer logic through several levels.  Here consecutive
+        blocks of one scope are copied with one shared memo, so the scope and the variables
+        the blocks share are copied once and stay shared in the copy, as they are in the
+        original; a block seen again (a second copy of the same IR) starts a fresh memo, so
+        two copies never share an object.  Numba keeps only the first of the per-block scope
+        copies anyway (it deduplicates them by equality), so the inlined IR, and the machine
+        code, are the same: the LLVM IR of every kernel was compared, identical but for the
+        names Python's randomised string hash gives constant strings.  The cold compile of
+        the engine on the 2-core build machine: 85-91 s -> 48-54 s (``benchmarks/
+        bench_compile.py``).  Anything but a memo-less deepcopy of a block goes to ``copy``.
+        Numba compiles under its global compiler lock, so one instance serves every thread."""
+
+        def __init__(self, copy_module, block_type):
+            self._copy = copy_module
+            self._block = block_type
+            self._scope = None
+            self._memo: dict = {}
+            self._seen: set = set()
+
+        def deepcopy(self, x, memo=None):
+            if memo is not None or not isinstance(x, self._block):
+                return self._copy.deepcopy(x, memo)
+            if x.scope is not self._scope or id(x) in self._seen:
+                # (the memo keeps every copied original alive, so an id is never reused)
+                self._scope, self._memo, self._seen = x.scope, {}, set()
+            self._seen.add(id(x))
+            return self._copy.deepcopy(x, self._memo)
+
+        def __getattr__(self, name):
+            return getattr(self._copy, name)
+
+    def _install_shared_scope_block_copy() -> None:
+        """Use :class:`SharedScopeBlockCopy` in Numba's inliner when the inliner is what this
+        expects (a module-level ``copy`` and ``ir.Block`` blocks with a ``scope``); otherwise
+        leave Numba as it is (slower cold compiles, the same kernels)."""
+        try:
+            import copy as copy_module
+
+            from numba.core import inline_closurecall, ir
+        except ImportError:  # pragma: no cover - a Numba without these modules
+            return
+        current = getattr(inline_closurecall, "copy", None)
+        if isinstance(current, SharedScopeBlockCopy):
+            return
+        if current is not copy_module or not hasattr(ir, "Block") or not hasattr(ir, "Scope"):
+            return  # pragma: no cover - a Numba whose inliner differs
+        inline_closurecall.copy = SharedScopeBlockCopy(copy_module, ir.Block)
+
+    if os.environ.get("SIM_NUMBA_PLAIN_INLINER", "") in ("", "0"):
+        _install_shared_scope_block_copy()
 
     def kernel(fn=None, **kwargs):
         """``@kernel`` = ``numba.njit(cache=True, nogil=True)`` (deterministic: no fastmath)."""
