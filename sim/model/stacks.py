@@ -59,13 +59,15 @@ class Kernel:
     stream: object = None     # the stack's StreamKernelRule for a memory-bound kernel (None: ideal stream)
     row_work: object = None   # the stack's rule for a GEMM kernel's own cost (RowWorkRule,
                               # ThreadPerOutputRule or PartialTokenTileRule; None: none)
+    combine_stream: object = None  # the stack's StreamKernelRule for a split-KV attention's combine kernel
 
     def options(self, base):
         """``base`` (the run's Options) with this kernel's library path; an array the user
         chose explicitly wins over the stack's."""
         return dataclasses.replace(base, array=base.array or self.array, tiles=self.tiles or base.tiles,
                                    split_k=self.split_k if self.split_k is not None else base.split_k,
-                                   stream=base.stream or self.stream, row_work=base.row_work or self.row_work)
+                                   stream=base.stream or self.stream, row_work=base.row_work or self.row_work,
+                                   combine_stream=base.combine_stream or self.combine_stream)
 
 
 def chip_stack(chip: ChipSpec, stack: Union[str, Path, StackSpec, None] = None) -> StackSpec:
@@ -226,7 +228,12 @@ def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
 def _attention_kernels(op: Attention, s: StackSpec) -> list[tuple[object, dict]]:
     a = s.attention
     if op.q_len == 1:
-        return [(op, {"array": a.decode_array} if a.decode_array else {})]
+        lib = {"array": a.decode_array} if a.decode_array else {}
+        # the kernel that combines the partial rows where the engine splits the keys
+        combine = s.stream_rule("split_kv_reduce")
+        if combine is not None:
+            lib["combine_stream"] = combine
+        return [(op, lib)]
     out: list[tuple[object, dict]] = []
     if a.prefill_stats_fill:
         rows = op.batch * op.heads * op.q_len

@@ -80,6 +80,9 @@ class Options:
                                                 # tinygemm's per-row work; ThreadPerOutputRule: int8mm.cu's
                                                 # scattered loads; PartialTokenTileRule: cuSPARSELt's partly
                                                 # filled token tile); None: none
+    combine_stream: object = None               # a stack's StreamKernelRule for the kernel that combines a
+                                                # split-KV attention's partial rows (cuDNN's
+                                                # lean_reduction_kernel); None: the ideal stream
     mapping_of: tuple | None = None             # simulate only the candidate with this mapping_key when the
                                                 # mapper still offers it (DVFS re-uses, at the clocks below
                                                 # the chip's, the mapping it chose at the chip's clock)

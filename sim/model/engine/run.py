@@ -376,7 +376,9 @@ def _candidate_result(chip: ChipSpec, op, options: Options, lowered: LoweredOp, 
     if split > 1:
         res = merge_results(res, simulate_op_at_clock(chip, _split_k_reduction(op, split), second))
     if isinstance(lowered, LoweredAttention) and lowered.kv_splits > 1:
-        res = merge_results(res, simulate_op_at_clock(chip, _split_kv_reduction(op, lowered.kv_splits), second))
+        # at the stack's measured rate and floor for its combine kernel, where it has one
+        combine = dataclasses.replace(second, stream=options.combine_stream)
+        res = merge_results(res, simulate_op_at_clock(chip, _split_kv_reduction(op, lowered.kv_splits), combine))
     return res, run
 
 
