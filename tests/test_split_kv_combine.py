@@ -101,3 +101,30 @@ def test_a_stack_without_the_rule_keeps_the_ideal_combine(h200):
     floor_us = chip_stack(h200, "eager_pytorch").stream_rule("split_kv_reduce").floor_ns / 1e3
     assert with_rule == pytest.approx(h200.runtime.op_launch_overhead_ns / 1e3 + floor_us, rel=1e-3)
     assert 0 < without < with_rule
+
+
+def test_a_stacks_split_k_rule_prices_the_gemms_reduction_kernel(h200):
+    """The same mechanism for cuBLAS's splitKreduce_kernel: a stack with a ``split_k_reduce``
+    stream rule hands it to its GEMM kernels, and the engine prices a split-K GEMM's second
+    pass at that rule's floor (the eager profile has no such rule yet: its microbenchmark,
+    validation/gpu/micro_splitk_reduce_kernels.py, has not run)."""
+    from sim.ir.ops import Gemm
+    from sim.spec.stack_spec import StreamKernelRule
+
+    stack = chip_stack(h200, "eager_pytorch")
+    assert stack.stream_rule("split_k_reduce") is None
+    rule = StreamKernelRule(ops=("split_k_reduce",), floor_ns=6000.0, source="test")
+    with_rule = stack.model_copy(update={"stream_kernels": tuple(stack.stream_kernels) + (rule,)})
+    op = Gemm("g", 1, 18944, 3584, dtype="bf16")   # split 16 ways by the engine
+    ((kop, plain),) = launched(op, stack, Options())
+    ((kop2, opts),) = launched(op, with_rule, Options())
+    assert plain.combine_stream is None and opts.combine_stream is not None
+    before = simulate_op(h200, kop, plain)
+    assert before.mapping["compute"]["split_k"] > 1
+    launch_us = h200.runtime.op_launch_overhead_ns / 1e3
+    assert before.details["second_kernel"]["seconds"] * 1e6 < launch_us + 6.0
+    after = simulate_op(h200, kop2, opts)
+    second = after.details.get("second_kernel")
+    if second is not None:  # still split: its reduction costs at least the rule's floor
+        assert second["seconds"] * 1e6 >= launch_us + 6.0 - 1e-3
+    assert after.seconds >= before.seconds - 1e-12  # a floor only lengthens the reduction

@@ -59,7 +59,7 @@ class Kernel:
     stream: object = None     # the stack's StreamKernelRule for a memory-bound kernel (None: ideal stream)
     row_work: object = None   # the stack's rule for a GEMM kernel's own cost (RowWorkRule,
                               # ThreadPerOutputRule or PartialTokenTileRule; None: none)
-    combine_stream: object = None  # the stack's StreamKernelRule for a split-KV attention's combine kernel
+    combine_stream: object = None  # the stack's StreamKernelRule for the kernel summing split-K / split-KV partials
 
     def options(self, base):
         """``base`` (the run's Options) with this kernel's library path; an array the user
@@ -303,13 +303,22 @@ def _with_stream(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
     return out
 
 
+def _with_split_k_combine(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
+    """``pairs`` with each GEMM kernel carrying the stack's rule for the kernel that sums its
+    split-K partial outputs (cuBLAS's splitKreduce_kernel), where the stack has one."""
+    rule = stack.stream_rule("split_k_reduce")
+    if rule is None:
+        return pairs
+    return [(kop, dict(lib, combine_stream=rule)) if isinstance(kop, Gemm) else (kop, lib) for kop, lib in pairs]
+
+
 def kernels(op, stack: StackSpec, ctx: dict | None = None) -> list[tuple[object, dict]]:
     """The kernels ``stack`` launches for one model op called on its own:
     ``[(op, {array, tiles, split_k}), ...]`` (:func:`lower_trace` adds what a layer adds
     between ops: fusions, the attention output copy / concatenation, the LM head's gather).
     ``ctx``: sizes of the op's layer an unfused op's kernels need (:func:`_layer_context`)."""
     if isinstance(op, Gemm):
-        return _with_stream(_gemm_kernels(op, stack), stack)
+        return _with_split_k_combine(_with_stream(_gemm_kernels(op, stack), stack), stack)
     if isinstance(op, Attention) and op.fused:
         return _attention_kernels(op, stack)
     if isinstance(op, VectorOp):

@@ -80,9 +80,10 @@ class Options:
                                                 # tinygemm's per-row work; ThreadPerOutputRule: int8mm.cu's
                                                 # scattered loads; PartialTokenTileRule: cuSPARSELt's partly
                                                 # filled token tile); None: none
-    combine_stream: object = None               # a stack's StreamKernelRule for the kernel that combines a
-                                                # split-KV attention's partial rows (cuDNN's
-                                                # lean_reduction_kernel); None: the ideal stream
+    combine_stream: object = None               # a stack's StreamKernelRule for the second kernel that sums
+                                                # the op's partial results (cuBLAS's splitKreduce_kernel after
+                                                # a split-K GEMM, cuDNN's lean_reduction_kernel after a split-KV
+                                                # attention); None: the ideal stream
     mapping_of: tuple | None = None             # simulate only the candidate with this mapping_key when the
                                                 # mapper still offers it (DVFS re-uses, at the clocks below
                                                 # the chip's, the mapping it chose at the chip's clock)

@@ -372,12 +372,12 @@ def _candidate_result(chip: ChipSpec, op, options: Options, lowered: LoweredOp, 
             # an extrapolation that beats the roofline is wrong: simulate in full
             run = run_kernel(chip, p, mapping, ideal)
             res = assemble_result(chip, op, p, mapping, lowered, run, ideal)
-    second = Options(memory=options.memory, fidelity=options.fidelity)
+    # the second pass that sums the partial results, at the stack's measured rate and floor for
+    # that kernel where it has one (options.combine_stream)
+    combine = Options(memory=options.memory, fidelity=options.fidelity, stream=options.combine_stream)
     if split > 1:
-        res = merge_results(res, simulate_op_at_clock(chip, _split_k_reduction(op, split), second))
+        res = merge_results(res, simulate_op_at_clock(chip, _split_k_reduction(op, split), combine))
     if isinstance(lowered, LoweredAttention) and lowered.kv_splits > 1:
-        # at the stack's measured rate and floor for its combine kernel, where it has one
-        combine = dataclasses.replace(second, stream=options.combine_stream)
         res = merge_results(res, simulate_op_at_clock(chip, _split_kv_reduction(op, lowered.kv_splits), combine))
     return res, run
 
