@@ -63,7 +63,10 @@ def test_a_layer_case_and_the_same_layer_in_sim_run_are_priced_by_identical_kern
 def test_eager_pytorch_launches_what_eager_pytorch_launches(h200):
     stack = load_stack("eager_pytorch")
     dec = Attention("a", 4, 32, 8, 128, 1, 4096, causal=True, fused=True)
-    assert kernels(dec, stack) == [(dec, {"array": "tensor_cores_sm80"})]
+    # cuDNN's sm80 decode kernel, and its split-KV combine kernel's measured rule where it splits
+    assert kernels(dec, stack) == [(dec, {"array": "tensor_cores_sm80",
+                                          "combine_stream": stack.stream_rule("split_kv_reduce")})]
+    assert stack.stream_rule("split_kv_reduce").floor_ns > 0
     pre = Attention("a", 1, 32, 8, 128, 512, 512, causal=True, fused=True)
     kinds = [type(k).__name__ for k, _ in kernels(pre, stack)]
     assert kinds == ["VectorOp", "Attention"]  # cuDNN's memset, then the flash kernel
@@ -200,10 +203,16 @@ def test_graph_serving_loop_is_eager_pytorch_but_its_graph_rules():
     """stacks/graph_serving_loop.yaml (serving_loop.py --graphs all) copies eager_pytorch.yaml's
     kernels; only what the loop runs differently may differ (its header says what and why)."""
     g, e = load_stack("graph_serving_loop"), load_stack("eager_pytorch")
-    differ = {"name", "description", "kv_append_per_group", "attention", "host", "graphs", "references"}
+    differ = {"name", "description", "kv_append_per_group", "attention", "host", "graphs", "references",
+              "stream_kernels"}
     for key in type(g).model_fields:
         if key not in differ:
             assert getattr(g, key) == getattr(e, key), key
+    # the same elementwise kernels; cuDNN's split-KV combine is eager PyTorch's alone (the loop's
+    # decode runs its own Triton kernel and combine: attention.decode_split)
+    cudnn_combine = [r for r in e.stream_kernels if "split_kv_reduce" in r.ops]
+    assert len(cudnn_combine) == 1 and g.stream_rule("split_kv_reduce") is None
+    assert g.stream_kernels == tuple(r for r in e.stream_kernels if r not in cudnn_combine)
     assert not g.kv_append_per_group and e.kv_append_per_group
     assert g.attention.model_dump(exclude={"prefill_latency", "decode_split"}) == {
         **e.attention.model_dump(exclude={"prefill_latency", "decode_split"}), "prefill_tiles": (64, 64),
