@@ -19,37 +19,19 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
-import subprocess
+import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FLUSH_BYTES = 256 << 20
+sys.path.insert(0, HERE)
+from kernel_timeline import Flush, gpu_tag, measure_all, pct, smi, timed_calls, write_env  # noqa: E402
 
 
-def smi(fields: str) -> str:
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception as e:  # noqa: BLE001
-        return f"unavailable ({type(e).__name__})"
-
-
-def gpu_tag() -> str:
-    name = torch.cuda.get_device_name(0).lower()
-    return "h200" if "h200" in name else "h100" if "h100" in name else "gpu"
-
-
-def pct(xs, q):
-    return float(np.percentile(np.asarray(xs, dtype=float), q)) if xs else float("nan")
-
-
-def one_case(c: dict, flush_buf, flush_out, calls: int) -> dict:
+def one_case(c: dict, flush: Flush, calls: int) -> dict:
     b, h, kvh, d, kvl = (int(c[k]) for k in ("batch", "heads", "kv_heads", "head_dim", "kv_len"))
     dev = "cuda"
     q = torch.randn(b, h, 1, d, dtype=torch.bfloat16, device=dev)
@@ -60,32 +42,8 @@ def one_case(c: dict, flush_buf, flush_out, calls: int) -> dict:
     def fn():
         return F.scaled_dot_product_attention(q, k, v, **kw)
 
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    # CUDA events, measure.py's way: flush, event, call, event
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
-    for e0, e1 in ev:
-        torch.sum(flush_buf, 0, out=flush_out)
-        e0.record()
-        fn()
-        e1.record()
-    torch.cuda.synchronize()
-    events_us = [e0.elapsed_time(e1) * 1e3 for e0, e1 in ev]
-    # the same calls under the profiler: each kernel's own duration and the gap
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            torch.sum(flush_buf, 0, out=flush_out)
-            fn()
-        torch.cuda.synchronize()
-    kern = []
-    for e in prof.events():
-        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
-            continue
-        start = float(e.time_range.start)
-        kern.append((start, float(e.time_range.end), e.name))
-    kern.sort()
+    # (measure.py's way: flush, event, call, event; then the same calls under CUPTI)
+    events_us, kern = timed_calls(fn, flush, calls)
 
     def kind(name: str) -> str:
         low = name.lower()
@@ -135,34 +93,16 @@ def main() -> int:
            "smi_idle": smi("name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu"),
            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "calls_per_case": args.calls,
            "flush": "torch.sum over a 256 MiB buffer before each call (measure.py's default)"}
-    flush_buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
-    flush_out = torch.empty((), dtype=torch.float32, device="cuda")
+    flush = Flush()
     with open(args.cases, newline="") as f:
         cases = [r for r in csv.DictReader(f) if r["kind"] == "attention"]
     path = os.path.join(args.out, f"{tag}_micro_cudnn_decode_kernels.csv")
-    t0 = time.time()
-    rows = []
+    keys = ("batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len")
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        for i, c in enumerate(cases):
-            if time.time() - t0 > args.deadline:
-                print(f"deadline: {len(cases) - i} cases left", flush=True)
-                break
-            try:
-                row = one_case(c, flush_buf, flush_out, args.calls)
-            except Exception as e:  # noqa: BLE001
-                row = {k: c[k] for k in ("batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len")}
-                row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            rows.append(row)
-            cols = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
-            with open(path, "w", newline="") as f:  # rewritten after every case: a cut run keeps what it measured
-                w = csv.DictWriter(f, fieldnames=cols)
-                w.writeheader()
-                w.writerows(rows)
-            print(i, {k: row.get(k) for k in ("batch", "heads", "kv_heads", "kv_len", "attention_us_median",
-                                              "combine_us_median", "gap_us_median", "events_us_median")}, flush=True)
-    env["smi_after"] = smi("clocks.sm,clocks.mem,power.draw,temperature.gpu")
-    with open(os.path.join(args.out, f"{tag}_micro_cudnn_decode_kernels_env.json"), "w") as f:
-        json.dump(env, f, indent=2)
+        measure_all(cases, lambda c: one_case(c, flush, args.calls), lambda c: {k: c[k] for k in keys}, path,
+                    args.deadline, ("batch", "heads", "kv_heads", "kv_len", "attention_us_median", "combine_us_median",
+                                    "gap_us_median", "events_us_median"))
+    write_env(env, os.path.join(args.out, f"{tag}_micro_cudnn_decode_kernels_env.json"))
     return 0
 
 

@@ -18,68 +18,38 @@ Writes DIR/<gpu>_micro_splitk_reduce_kernels.csv and DIR/<gpu>_micro_splitk_redu
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
-import subprocess
+import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-FLUSH_BYTES = 256 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from kernel_timeline import Flush, gpu_tag, pct, smi, timed_calls, write_rows, warm_clock  # noqa: E402
+
 M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 KN = ((2048, 1024), (4096, 1024), (4096, 4096), (8192, 1024), (8192, 2048), (14336, 4096), (28672, 1024),
       (28672, 4096), (5120, 14336), (12288, 2048))
 
 
-def smi(fields: str) -> str:
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception as e:  # noqa: BLE001
-        return f"unavailable ({type(e).__name__})"
-
-
-def pct(xs, q):
-    return float(np.percentile(np.asarray(xs, dtype=float), q)) if xs else float("nan")
-
-
-def one_shape(m: int, k: int, n: int, flush_buf, flush_out, calls: int) -> dict:
+def one_shape(m: int, k: int, n: int, flush: Flush, calls: int) -> dict:
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     w = (torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * k ** -0.5).to(torch.bfloat16)
 
     def fn():
         return F.linear(x, w)
 
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
-    for e0, e1 in ev:
-        torch.sum(flush_buf, 0, out=flush_out)
-        e0.record()
-        fn()
-        e1.record()
-    torch.cuda.synchronize()
-    events_us = [e0.elapsed_time(e1) * 1e3 for e0, e1 in ev]
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            torch.sum(flush_buf, 0, out=flush_out)
-            fn()
-        torch.cuda.synchronize()
-    kern = sorted((float(e.time_range.start), float(e.time_range.end), e.name) for e in prof.events()
-                  if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA)
+    events_us, kern = timed_calls(fn, flush, calls)
     # per call: the kernels after the flush's reduce_kernel, up to the next flush
     gemm, red, gap, names_g, names_r = [], [], [], set(), set()
     i = 0
     while i < len(kern):
         s, t, nm = kern[i]
-        if "reduce_kernel" in nm and "splitKreduce" not in nm:
+        if ("reduce_kernel" in nm and "splitKreduce" not in nm) or nm.startswith("Memset"):
             i += 1
-            continue
+            continue  # the flush's sum; a workspace memset
         # a GEMM kernel, maybe followed by cuBLAS's split-K reduction
         gemm.append(t - s)
         names_g.add(nm[:160])
@@ -109,7 +79,7 @@ def main() -> int:
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     name = torch.cuda.get_device_name(0)
-    tag = "h200" if "H200" in name else "h100" if "H100" in name else "gpu"
+    tag = gpu_tag()
     try:
         blas = str(torch.backends.cuda.preferred_blas_library())
     except Exception as e:  # noqa: BLE001
@@ -118,38 +88,14 @@ def main() -> int:
            "smi_idle": smi("name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu"),
            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "calls_per_shape": args.calls,
            "flush": "torch.sum over a 256 MiB buffer before each call (measure.py's default)"}
-    flush_buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
-    flush_out = torch.empty((), dtype=torch.float32, device="cuda")
-    # warm the clock up before the first shape (an idle GPU sits at a low clock)
-    a = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda")
-    t = time.time()
-    while time.time() - t < 2.0:
-        a @ a
-    torch.cuda.synchronize()
-    del a
+    flush = Flush()
+    warm_clock()  # an idle GPU sits at a low clock (the decode run's first events show it)
     path = os.path.join(args.out, f"{tag}_micro_splitk_reduce_kernels.csv")
-    rows, t0 = [], time.time()
     shapes = [(m, k, n) for k, n in KN for m in M]
-    for i, (m, k, n) in enumerate(shapes):
-        if time.time() - t0 > args.deadline:
-            print(f"deadline: {len(shapes) - i} shapes left", flush=True)
-            break
-        try:
-            row = one_shape(m, k, n, flush_buf, flush_out, args.calls)
-        except Exception as e:  # noqa: BLE001
-            row = dict(dtype="bf16", m=m, k=k, n=n, error=f"{type(e).__name__}: {str(e)[:200]}")
-        rows.append(row)
-        cols = list(dict.fromkeys(k2 for r in rows for k2 in r))
-        with open(path, "w", newline="") as f:  # rewritten after every shape
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(rows)
-        print(i, m, k, n, {k2: (round(row[k2], 2) if isinstance(row.get(k2), float) else row.get(k2))
-                           for k2 in ("gemm_us_median", "reduce_us_median", "gap_us_median", "events_us_median",
-                                      "reduced_calls")}, flush=True)
-    env["smi_after"] = smi("clocks.sm,clocks.mem,power.draw,temperature.gpu")
-    with open(os.path.join(args.out, f"{tag}_micro_splitk_reduce_kernels_env.json"), "w") as f:
-        json.dump(env, f, indent=2)
+    measure_all(shapes, lambda s: one_shape(*s, flush, args.calls), lambda s: dict(dtype="bf16", m=s[0], k=s[1], n=s[2]),
+                path, args.deadline, ("m", "k", "n", "gemm_us_median", "reduce_us_median", "gap_us_median",
+                                      "events_us_median", "reduced_calls"))
+    write_env(env, os.path.join(args.out, f"{tag}_micro_splitk_reduce_kernels_env.json"))
     return 0
 
 
