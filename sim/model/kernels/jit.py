@@ -114,7 +114,9 @@ else:
         names Python's randomised string hash gives constant strings.  The cold compile of
         the engine on the 2-core build machine: 85-91 s -> 48-54 s (``benchmarks/
         bench_compile.py``).  Anything but a memo-less deepcopy of a block goes to ``copy``.
-        Numba compiles under its global compiler lock, so one instance serves every thread."""
+        Numba compiles under its global compiler lock, so one instance serves every thread.  It
+        serves every Numba compile in the process, a user's own kernels included: the copy it
+        makes is the same for any function."""
 
         def __init__(self, copy_module, block_type):
             self._copy = copy_module
