@@ -11,7 +11,7 @@ package: any edit to any kernel starts a fresh cache.
 ``<package>/.numba-cache`` when the home folder is not writable).  ``SIM_DISABLE_JIT=1``
 runs the kernels as plain Python (for debugging and coverage); results must be identical.
 ``SIM_NUMBA_PLAIN_INLINER=1`` leaves Numba's inliner as it ships (see
-``SharedScopeBlockCopy``: the same machine code, compiled about 40 % slower).
+``SharedScopeBlockCopy``: the same machine code, compiled in about 1.6x the time).
 """
 from __future__ import annotations
 
@@ -111,9 +111,9 @@ else:
         two copies never share an object.  Numba keeps only the first of the per-block scope
         copies anyway (it deduplicates them by equality), so the inlined IR, and the machine
         code, are the same: the LLVM IR of every kernel was compared, identical but for the
-        names Python's randomised string hash gives constant strings.  The cold compile of
-        the engine on the 2-core build machine: 85-91 s -> 48-54 s (``benchmarks/
-        bench_compile.py``).  Anything but a memo-less deepcopy of a block goes to ``copy``.
+        names Python's randomised string hash gives constant strings.  A fresh process's cold
+        compile on the 2-core build machine: 94-99 s -> 59-62 s (``benchmarks/bench_compile.py``;
+        its first GEMM, which compiles the event loop, 78-82 s -> 43-46 s).  Anything but a memo-less deepcopy of a block goes to ``copy``.
         Numba compiles under its global compiler lock, so one instance serves every thread.  It
         serves every Numba compile in the process, a user's own kernels included: the copy it
         makes is the same for any function."""
