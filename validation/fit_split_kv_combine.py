@@ -16,6 +16,7 @@ after it: the floor applies to every split-KV decode on the eager stack, on any 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def model_combine_us(chip, op: Attention, with_rule: bool = True) -> float:
     stack; 0 where it does not split the keys."""
     ((kop, opts),) = launched(op, chip_stack(chip, "eager_pytorch"), Options())
     if not with_rule:
-        opts = Options(**{**opts.__dict__, "combine_stream": None})
+        opts = dataclasses.replace(opts, combine_stream=None)
     second = simulate_op(chip, kop, opts).details.get("second_kernel")
     return second["seconds"] * 1e6 if second else 0.0
 

@@ -228,12 +228,7 @@ def _gemm_main(op: Gemm, s: StackSpec) -> list[tuple[object, dict]]:
 def _attention_kernels(op: Attention, s: StackSpec) -> list[tuple[object, dict]]:
     a = s.attention
     if op.q_len == 1:
-        lib = {"array": a.decode_array} if a.decode_array else {}
-        # the kernel that combines the partial rows where the engine splits the keys
-        combine = s.stream_rule("split_kv_reduce")
-        if combine is not None:
-            lib["combine_stream"] = combine
-        return [(op, lib)]
+        return [(op, {"array": a.decode_array} if a.decode_array else {})]
     out: list[tuple[object, dict]] = []
     if a.prefill_stats_fill:
         rows = op.batch * op.heads * op.q_len
@@ -303,13 +298,18 @@ def _with_stream(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
     return out
 
 
-def _with_split_k_combine(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
-    """``pairs`` with each GEMM kernel carrying the stack's rule for the kernel that sums its
-    split-K partial outputs (cuBLAS's splitKreduce_kernel), where the stack has one."""
-    rule = stack.stream_rule("split_k_reduce")
-    if rule is None:
-        return pairs
-    return [(kop, dict(lib, combine_stream=rule)) if isinstance(kop, Gemm) else (kop, lib) for kop, lib in pairs]
+def _with_combine(pairs: list, stack: StackSpec) -> list[tuple[object, dict]]:
+    """``pairs`` with each kernel the engine may split carrying the stack's rule for the second
+    kernel that sums its partial results, where the stack has one: a GEMM's split-K reduction
+    (cuBLAS's splitKreduce_kernel), a decode attention's split-KV combine (cuDNN's
+    lean_reduction_kernel)."""
+    out = []
+    for kop, lib in pairs:
+        kind = "split_k_reduce" if isinstance(kop, Gemm) else \
+            "split_kv_reduce" if isinstance(kop, Attention) and kop.q_len == 1 else None
+        rule = stack.stream_rule(kind) if kind else None
+        out.append((kop, dict(lib, combine_stream=rule) if rule is not None else lib))
+    return out
 
 
 def kernels(op, stack: StackSpec, ctx: dict | None = None) -> list[tuple[object, dict]]:
@@ -318,9 +318,9 @@ def kernels(op, stack: StackSpec, ctx: dict | None = None) -> list[tuple[object,
     between ops: fusions, the attention output copy / concatenation, the LM head's gather).
     ``ctx``: sizes of the op's layer an unfused op's kernels need (:func:`_layer_context`)."""
     if isinstance(op, Gemm):
-        return _with_split_k_combine(_with_stream(_gemm_kernels(op, stack), stack), stack)
+        return _with_combine(_with_stream(_gemm_kernels(op, stack), stack), stack)
     if isinstance(op, Attention) and op.fused:
-        return _attention_kernels(op, stack)
+        return _with_combine(_attention_kernels(op, stack), stack)
     if isinstance(op, VectorOp):
         return _with_stream(_vector_kernels(op, stack, ctx), stack)
     return [(op, {})]
