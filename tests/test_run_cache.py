@@ -169,3 +169,50 @@ def test_cli_flags_leave_no_environment_behind(cache):
     before = {k: os.environ.get(k) for k in ("SIM_NO_CACHE", "TQDM_DISABLE")}
     assert main(["--no-cache", "gemm", "npu_128x128", "--m", "32", "--k", "32", "--n", "32", "-q"]) == 0
     assert {k: os.environ.get(k) for k in before} == before
+
+
+def test_dram_pattern_probes_are_stored_and_read_back_identically(cache, monkeypatch):
+    """The mapper's DRAM transfer-pattern probes (stream_efficiency) are kept on disk beside the
+    runs: a fresh process reads the measured number instead of running the probe again, a
+    damaged file is measured again, and a different pattern or device is a different entry."""
+    from sim.model.memory import dram as D
+
+    p = D.dram_params(sim.load_chip("h200_sxm").memory.dram)
+    D.stream_efficiency.cache_clear()
+    first = D.stream_efficiency(p, 384, 8192, 12)
+    stored = list(cache.rglob("*.npy"))
+    assert len(stored) == 1
+    assert run_cache.info().values == 1
+    D.stream_efficiency.cache_clear()  # a new process: nothing in memory
+
+    def no_probe(*a, **k):
+        raise AssertionError("the probe ran although its result was on disk")
+
+    monkeypatch.setattr(D, "_measure_stream_efficiency", no_probe)
+    assert D.stream_efficiency(p, 384, 8192, 12) == first
+    monkeypatch.undo()
+    monkeypatch.setenv("SIM_CACHE_DIR", str(cache))  # (undo also restored the fixture's settings)
+    monkeypatch.delenv("SIM_NO_CACHE", raising=False)
+    # another pattern, another device: measured and stored under their own digests
+    D.stream_efficiency.cache_clear()
+    other = D.stream_efficiency(p, 384, 16384, 12)
+    slower = D.dram_params(sim.load_chip("h200_sxm", overrides=["memory.levels.hbm3e.data_rate_gbps_per_pin=4.8"]).memory.dram)
+    D.stream_efficiency(slower, 384, 8192, 12)
+    assert len(list(cache.rglob("*.npy"))) == 3
+    # a torn file is forgotten and measured again, to the same number
+    stored[0].write_bytes(b"torn")
+    D.stream_efficiency.cache_clear()
+    assert D.stream_efficiency(p, 384, 8192, 12) == first
+    assert other == D._measure_stream_efficiency(p, 384, 16384, 12)
+    D.stream_efficiency.cache_clear()
+
+
+def test_dram_pattern_probes_are_not_stored_with_the_cache_off(cache, monkeypatch):
+    from sim.model.memory import dram as D
+
+    monkeypatch.setenv("SIM_NO_CACHE", "1")
+    p = D.dram_params(sim.load_chip("h200_sxm").memory.dram)
+    D.stream_efficiency.cache_clear()
+    D.stream_efficiency(p, 256, 4096, 8)
+    D.stream_efficiency.cache_clear()
+    assert not list(cache.rglob("*.npy"))

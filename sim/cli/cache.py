@@ -20,7 +20,7 @@ def run(args) -> int:
 
     if args.action == "clear":
         removed = run_cache.clear()
-        print(f"removed {removed:,} cached engine run(s) from {run_cache.cache_dir()}")
+        print(f"removed {removed:,} cached file(s) (engine runs and DRAM pattern probes) from {run_cache.cache_dir()}")
         return 0
     info = run_cache.info()
     if args.json:
@@ -28,6 +28,7 @@ def run(args) -> int:
         return 0
     print(f"engine-run cache at {info.folder} ({'on' if info.enabled else 'off: SIM_NO_CACHE is set'})")
     print_kv({"runs": f"{info.runs:,} ({info.runs_this_version:,} of this physics version {info.physics_version})",
+               "DRAM pattern probes": f"{info.values:,}",
                "size": f"{info.size_bytes / 2**20:,.1f} MiB of {info.limit_bytes / 2**20:,.0f} MiB "
                        "(SIM_CACHE_MAX_MB; least recently used runs go first)"})
     return 0

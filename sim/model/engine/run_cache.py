@@ -32,7 +32,7 @@ import numpy as np
 
 from sim.model.kernels.jit import kernel_source_hash
 
-__all__ = ["CacheInfo", "cache_dir", "enabled", "load", "store", "info", "clear"]
+__all__ = ["CacheInfo", "cache_dir", "enabled", "load", "store", "load_value", "store_value", "info", "clear"]
 
 DIR_ENV = "SIM_CACHE_DIR"
 OFF_ENV = "SIM_NO_CACHE"
@@ -62,6 +62,11 @@ def _version_dir() -> Path:
 def _path(digest: bytes) -> Path:
     h = digest.hex()
     return _version_dir() / h[:2] / f"{h}.npz"
+
+
+def _value_path(digest: bytes) -> Path:
+    h = digest.hex()
+    return _version_dir() / h[:2] / f"{h}.npy"
 
 
 def _max_bytes() -> int:
@@ -135,6 +140,57 @@ def store(digest: bytes, run: dict) -> None:
         _evict(_max_bytes())
 
 
+def load_value(digest: bytes) -> float | None:
+    """A number stored by :func:`store_value` under ``digest`` (None: a miss, or an unreadable
+    file, which is removed).  Beside the runs: a measurement made by running the kernels in
+    Python, such as the DRAM model's transfer-pattern probes
+    (:func:`sim.model.memory.dram.stream_efficiency`), whose digest then names every input it
+    depends on, the Python source of the procedure included."""
+    if not enabled():
+        return None
+    path = _value_path(digest)
+    try:
+        value = np.load(path, allow_pickle=False)
+        if value.shape != () or value.dtype != np.float64:
+            raise ValueError("not a stored value")
+        out = float(value)
+    except FileNotFoundError:
+        return None
+    except Exception:  # a torn or foreign file: forget it, measure again
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return out
+
+
+def store_value(digest: bytes, value: float) -> None:
+    """Write one number under ``digest``, atomically, as :func:`store` writes a run."""
+    if not enabled():
+        return
+    path = _value_path(digest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npy")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, np.float64(value), allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        _state["unwritable"] = True
+
+
 def _files(root: Path) -> list[tuple[float, int, Path]]:
     out = []
     if not root.is_dir():
@@ -178,18 +234,21 @@ class CacheInfo:
     enabled: bool
     runs: int
     runs_this_version: int
+    #: stored measurements (:func:`store_value`: DRAM transfer-pattern probes), every version
+    values: int
     size_bytes: int
     limit_bytes: int
     oldest_s_ago: float | None
 
 
 def info() -> CacheInfo:
-    files = [f for f in _files(cache_dir()) if f[2].suffix == ".npz"]
+    every = [f for f in _files(cache_dir()) if f[2].suffix in (".npz", ".npy")]
+    files = [f for f in every if f[2].suffix == ".npz"]
     version = kernel_source_hash()
     now = time.time()
     return CacheInfo(folder=str(cache_dir()), physics_version=version, enabled=enabled(), runs=len(files),
                      runs_this_version=sum(1 for f in files if f[2].parent.parent.name == version),
-                     size_bytes=sum(f[1] for f in files), limit_bytes=_max_bytes(),
+                     values=len(every) - len(files), size_bytes=sum(f[1] for f in every), limit_bytes=_max_bytes(),
                      oldest_s_ago=(now - min(f[0] for f in files)) if files else None)
 
 
