@@ -83,6 +83,42 @@ _REQUIRED = ("stats", "hist", "makespan", "dram_stats", "P", "geo", "ranges")
 _SCALARS = {"P": int}
 
 
+def _forget(path: Path) -> None:
+    """Remove a torn or foreign file (the caller simulates or measures again)."""
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` recently used: last to be evicted."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _write_atomically(path: Path, suffix: str, write) -> bool:
+    """``write(f)`` into a temporary file beside ``path``, renamed into place (a reader sees a
+    whole file or none); False, and the cache off for this process, where the folder cannot be
+    written (a read-only home or a full disk must not stop a simulation)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+            os.replace(tmp, path)
+        except BaseException:
+            _forget(Path(tmp))
+            raise
+    except OSError:
+        _state["unwritable"] = True
+        return False
+    return True
+
+
 def load(digest: bytes) -> dict | None:
     """The stored run for ``digest``, or None (a miss, or an unreadable file)."""
     if not enabled():
@@ -100,15 +136,9 @@ def load(digest: bytes) -> dict | None:
     except FileNotFoundError:
         return None
     except Exception:  # a torn or foreign file: forget it, simulate again
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        _forget(path)
         return None
-    try:
-        os.utime(path)  # recently used: last to be evicted
-    except OSError:
-        pass
+    _touch(path)
     return run
 
 
@@ -117,23 +147,8 @@ def store(digest: bytes, run: dict) -> None:
     :func:`sim.model.engine.kernel_run.run_kernel` passes them) under ``digest``."""
     if not enabled():
         return
-    path = _path(digest)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **{name: np.asarray(value) for name, value in run.items()})
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError:
-        # a read-only home or a full disk must not stop a simulation: run uncached
-        _state["unwritable"] = True
+    if not _write_atomically(_path(digest), ".npz",
+                             lambda f: np.savez(f, **{name: np.asarray(value) for name, value in run.items()})):
         return
     _state["stores"] += 1
     if _state["stores"] % _RESCAN_EVERY == 1:
@@ -153,42 +168,19 @@ def load_value(digest: bytes) -> float | None:
         value = np.load(path, allow_pickle=False)
         if value.shape != () or value.dtype != np.float64:
             raise ValueError("not a stored value")
-        out = float(value)
     except FileNotFoundError:
         return None
     except Exception:  # a torn or foreign file: forget it, measure again
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        _forget(path)
         return None
-    try:
-        os.utime(path)
-    except OSError:
-        pass
-    return out
+    _touch(path)
+    return float(value)
 
 
 def store_value(digest: bytes, value: float) -> None:
     """Write one number under ``digest``, atomically, as :func:`store` writes a run."""
-    if not enabled():
-        return
-    path = _value_path(digest)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npy")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, np.float64(value), allow_pickle=False)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError:
-        _state["unwritable"] = True
+    if enabled():
+        _write_atomically(_value_path(digest), ".npy", lambda f: np.save(f, np.float64(value), allow_pickle=False))
 
 
 def _files(root: Path) -> list[tuple[float, int, Path]]:
