@@ -92,9 +92,10 @@ def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_pa
     assert json.loads(gemm.stdout.strip().splitlines()[-1])["cycles"] == \
         simulate_gemm("npu_128x128", m=256, k=256, n=256).cycles
     # the wheel's kernels are the checkout's sources: they load from the kernel cache the
-    # checkout filled (tests/conftest.py compiled it) instead of compiling again (~60 s)
+    # checkout filled (tests/conftest.py compiled it) instead of compiling again (~60 s); the
+    # disk cache of runs and DRAM probes off, or nothing would need a kernel at all
     probe = _run_outside(installed_wheel, tmp_path, "-c", "from sim import simulate_gemm; "
-                         "simulate_gemm('npu_128x128', m=64, k=64, n=64)", NUMBA_DEBUG_CACHE="1")
+                         "simulate_gemm('npu_128x128', m=64, k=64, n=64)", NUMBA_DEBUG_CACHE="1", SIM_NO_CACHE="1")
     assert probe.returncode == 0, probe.stderr
     assert "data loaded" in probe.stdout + probe.stderr and "data saved" not in probe.stdout + probe.stderr
     unknown = _run_outside(installed_wheel, tmp_path, "-m", "sim", "gemm", "no_such_chip", "--m", "8", "--k", "8",
