@@ -15,6 +15,7 @@ runs the kernels as plain Python (for debugging and coverage); results must be i
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -22,14 +23,20 @@ from pathlib import Path
 _DISABLED = os.environ.get("SIM_DISABLE_JIT", "") not in ("", "0")
 
 
-def kernel_source_hash() -> str:
-    """Hash of every ``*.py`` in this package (the cache key)."""
+@functools.lru_cache(maxsize=None)
+def source_hash(folder: str) -> str:
+    """Hash of the names and bytes of every ``*.py`` in ``folder``, read once per process (the
+    code a process runs is what it imported): the version of what is cached from that code."""
     h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for p in sorted(here.glob("*.py")):
+    for p in sorted(Path(folder).glob("*.py")):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+def kernel_source_hash() -> str:
+    """Hash of every ``*.py`` in this package (the cache key; the disk cache's physics version)."""
+    return source_hash(str(Path(__file__).resolve().parent))
 
 
 def _cache_dir() -> str:

@@ -32,6 +32,7 @@ import numpy as np
 import sim.model.engine.run_cache as run_cache
 import sim.model.kernels.dram as K
 import sim.model.kernels.dram_stream as KS
+from sim.model.kernels.jit import source_hash
 from sim.errors import ConfigError, ConfigProblem, UnknownNameError
 from sim.model.memory.dram_examples import _CTRL_NS, _INTERLEAVE, _OUTSTANDING, EXAMPLE_DEVICES, example_spec
 from sim.model.memory.dram_hash import _PRIMITIVE_POLY_TERMS, _hash_poly, _stagger_multiplier
@@ -232,18 +233,6 @@ _PATTERN_VISITS_PER_BANK = 4
 _PATTERN_WINDOWS_IN_FLIGHT = 8
 
 
-@functools.lru_cache(maxsize=1)
-def _probe_source_hash() -> bytes:
-    """Hash of this package's Python sources: the probe procedure (:func:`stream_efficiency`,
-    :class:`DramModel`) and how its parameters are packed.  The kernels it runs are covered by
-    the disk cache's own version (:func:`sim.model.kernels.jit.kernel_source_hash`)."""
-    h = hashlib.blake2b(digest_size=16)
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.digest()
-
-
 @functools.lru_cache(maxsize=4096)
 def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_flight_chunks: int | None = None) -> float:
     """Fraction of the pin peak that a long read stream of ``seg_bytes``-byte segments
@@ -254,7 +243,9 @@ def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_fligh
     sweep or ``sim validate`` worker - reads a probe instead of running it again: on ``h200_sxm``
     a Llama-3-8B 8k prefill asks for 217 of them, 0.40 s of its 1.9 s repeat with its engine
     runs cached (2026-12-06, cProfile, one thread).  Off with ``SIM_NO_CACHE=1``, as the runs."""
-    key = hashlib.blake2b(b"stream_efficiency\0" + _probe_source_hash() + repr(
+    # this package's source: the probe procedure and how its parameters are packed (the kernels
+    # it runs are the disk cache's own version, kernel_source_hash)
+    key = hashlib.blake2b(b"stream_efficiency\0" + source_hash(str(Path(__file__).resolve().parent)).encode() + repr(
         (p, int(math.ceil(seg_bytes)), int(math.ceil(stride_bytes)),
          None if in_flight_chunks is None else int(in_flight_chunks))).encode(), digest_size=32).digest()
     stored = run_cache.load_value(key)
