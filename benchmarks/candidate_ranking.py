@@ -11,9 +11,9 @@ full), every candidate it ran in full is run again for its first whole waves of 
 (each fraction of its tiles, rounded to whole waves), and that partial run is projected to
 the whole problem by whole waves (makespan x ceil(tiles / cores) / waves run; projecting
 linearly in tiles misses the last partial wave and picked candidates up to 16 % slower).
-(``sim`` now ranks such candidates this way itself at 40 %: ``RANK_ON_WAVES_SHARE`` in
-sim/model/engine/run.py; this script turns that off to race them in full.)  Prints, per fraction, the candidate the projections pick and how much slower its full run is
-than the best full run, and writes one JSON file.  A measurement for planning, not a test.
+Prints, per fraction, the candidate the projections pick and how much slower its full run is
+than the best full run, and writes one JSON file.  A measurement for planning, not a test:
+nothing in ``sim`` uses it.
 """
 from __future__ import annotations
 
@@ -49,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     from sim.model.engine.lower import Options
     from sim.spec.registry import load_chip
 
-    R.RANK_MIN_WAVES = 10**9  # sim's own ranking on partial runs off: every candidate races in full
     chip = load_chip("h200_sxm", overrides=["power.dvfs=false"])
     run_kernel = kr.run_kernel
     full_runs: list[tuple] = []

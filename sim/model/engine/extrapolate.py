@@ -122,25 +122,6 @@ def _max_core_steps(prob: TileProblem, mapping: Mapping) -> int:
     return math.ceil(total / max(1, mapping.cores_used))
 
 
-def _work_terms(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool) -> tuple[float, float]:
-    """(tile steps of the busiest core, DRAM interleave chunks) a full run walks, estimated."""
-    chunks = 0.0 if ideal else mapping.estimated_dram_bytes / max(1, chip.memory.dram.interleave_bytes)
-    return _max_core_steps(prob, mapping), chunks
-
-
-def full_run_work(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool) -> float:
-    """A full run's engine work: the larger of its busiest core's tile steps and its DRAM chunks."""
-    return max(_work_terms(chip, prob, mapping, ideal))
-
-
-def is_large(chip: ChipSpec, prob: TileProblem, mapping: Mapping, ideal: bool, fidelity: str = "high") -> bool:
-    """True for a problem above the fidelity's full-run size (FIDELITY's ``steps`` or
-    ``chunks``): one that is extrapolated where its samples fit, and simulated in full otherwise."""
-    fid = FIDELITY[fidelity]
-    steps, chunks = _work_terms(chip, prob, mapping, ideal)
-    return steps > fid["steps"] or chunks > fid["chunks"]
-
-
 def _rounds(prob: TileProblem, mapping: Mapping, has_chip_cache: bool) -> dict[str, tuple[int, int]]:
     """For each dim that can be shortened: (round size in elements, number of whole rounds).
 
@@ -196,11 +177,13 @@ def extrapolation_plan(chip: ChipSpec, prob: TileProblem, mapping: Mapping, idea
                        fidelity: str = "high") -> DimPlan | WavePlan | None:
     """How to shorten a large problem, or None to simulate it in full."""
     fid = FIDELITY[fidelity]
-    work = full_run_work(chip, prob, mapping, ideal)
+    steps = _max_core_steps(prob, mapping)
+    chunks = 0.0 if ideal else mapping.estimated_dram_bytes / max(1, chip.memory.dram.interleave_bytes)
+    work = max(steps, chunks)
     if not EXTRAPOLATE:
         return None
     sample = fid["sample_chunks"]
-    if not is_large(chip, prob, mapping, ideal, fidelity):
+    if steps <= fid["steps"] and chunks <= fid["chunks"]:
         return None
     unaligned = None  # a huge cyclic problem's last resort (see HUGE_WORK)
     if mapping.distribution == "cyclic" and not prob.causal:

@@ -33,8 +33,8 @@ from sim.model.cost.power import at_clock
 from sim.model.engine.assemble import (assemble_result, compute_floor_cycles, launch_cycles, stack_kernel_rule,
                                       merge_results, stream_kernel_rate)
 from sim.model.engine.collectives import collective_result
-from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, is_huge, is_large, sample_work,
-                                          too_costly, unsteady_and_affordable)
+from sim.model.engine.extrapolate import (extrapolated_run, extrapolation_plan, is_huge, sample_work, too_costly,
+                                          unsteady_and_affordable)
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.memo import Memo
 from sim.model.engine.threads import threads as candidate_threads
@@ -68,18 +68,6 @@ CLOCK_SHARE_TOLERANCE = 0.01
 #: makespans come out up to 0.11 % below their own compute cycles (o_proj of Llama-3-70B
 #: TP8 prefill on h200_sxm), so a skipped candidate could never have won
 PRUNE_MARGIN = 0.005
-#: a large problem (above the fidelity's full-run size) whose candidates would each be
-#: simulated in full (no extrapolation plan: their samples do not fit) ranks them on partial
-#: runs instead - each candidate's first RANK_ON_WAVES_SHARE of its whole waves of output
-#: tiles, projected to the whole problem by whole waves (makespan x ceil(tiles / cores) /
-#: waves run) - and simulates only the best-projected one in full.  Measured
-#: (benchmarks/candidate_ranking.py, nine large bf16 GEMMs on h200_sxm, 2026-12-06): at 40 %
-#: the projection picked the full-run winner for 8 of 9 and a 1.05 % slower candidate for the
-#: ninth; at 25 %, 7 of 9, worst 2.98 %; projecting linearly in tiles (not whole waves) missed
-#: by up to 16 %.  Candidates with fewer than RANK_MIN_WAVES whole waves are raced in full:
-#: their first waves (cache warm-up, the first raster group) are too much of the run
-RANK_ON_WAVES_SHARE = 0.4
-RANK_MIN_WAVES = 10
 #: the engine run of the candidate each simulated op kept, by the op's memo key:
 #: (mapping_key, KernelRun); what a lower clock's run may reuse
 _CHOSEN_RUNS: "Memo[tuple[tuple, kernel_run.KernelRun]]" = Memo(4096)
@@ -214,9 +202,6 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     extra = {}  # what the result's mapping says besides the candidate's own split
     if too_costly_skipped:
         extra["candidates_too_costly_to_sample"] = too_costly_skipped
-    if options.mapping_of is None and shared is None and _rankable_on_partial_runs(chip, prob, ideal, options, cands):
-        extra["candidates_ranked_on_partial_runs"] = len(cands)
-        cands = [_best_on_partial_runs(chip, op, ideal, cands)]
     if prob.resident:
         extra["activations_on_chip"] = list(prob.resident)
 
@@ -287,52 +272,6 @@ def _simulate_tiled(chip: ChipSpec, op, options: Options) -> OpResult:
     if options.row_work is not None and isinstance(op, Gemm) and not ideal:
         best = stack_kernel_rule(chip, op, best, options.row_work, options.tiles)
     return best
-
-
-def _whole_waves(prob, mapping) -> tuple[int, int]:
-    """(output tiles, cores) of a cyclic mapping: the tiles are dealt in waves of ``cores``."""
-    tiles = prob.count * -(-prob.m // mapping.tile_m) * -(-prob.n // mapping.tile_n)
-    return tiles, max(1, mapping.cores_used)
-
-
-def _rankable_on_partial_runs(chip: ChipSpec, prob, ideal: bool, options: Options, cands: list) -> bool:
-    """True where the candidates may be ranked on partial runs (RANK_ON_WAVES_SHARE): at
-    least two, each a large problem simulated in full, cyclic, without split-K, not causal
-    (its tiles differ in work), with at least RANK_MIN_WAVES whole waves."""
-    if len(cands) < 2 or prob.causal:
-        return False
-    for _, p, mapping, split in cands:
-        tiles, cores = _whole_waves(p, mapping)
-        if (split != 1 or mapping.distribution != "cyclic" or tiles // cores < RANK_MIN_WAVES
-                or not is_large(chip, p, mapping, ideal, options.fidelity)
-                or extrapolation_plan(chip, p, mapping, ideal, options.fidelity) is not None):
-            return False
-    return True
-
-
-def _best_on_partial_runs(chip: ChipSpec, op, ideal: bool, cands: list) -> tuple:
-    """The candidate whose first RANK_ON_WAVES_SHARE of whole waves, projected by whole
-    waves, is fastest (the first in estimate order on a tie); candidates run side by side
-    on the engine threads."""
-    def projected_cycles(index: int, p, mapping, state) -> float:
-        tiles, cores = _whole_waves(p, mapping)
-        waves = max(1, round(RANK_ON_WAVES_SHARE * tiles / cores))
-        with progress.shared(state):
-            if progress.active():
-                progress.candidate_started(op.name, index, len(cands),
-                                           _tile_words(mapping, 1) + f", first {waves} waves")
-            run = run_kernel(chip, p, mapping, ideal, tile_limit=waves * cores)
-        return run.makespan * -(-tiles // cores) / waves
-
-    state = progress.current()
-    jobs = [(i, c[1], c[2], state) for i, c in enumerate(cands)]
-    if candidate_threads() > 1:
-        with ThreadPoolExecutor(max_workers=min(candidate_threads(), len(jobs)),
-                                thread_name_prefix="sim-candidate") as pool:
-            projected = list(pool.map(lambda job: projected_cycles(*job), jobs))
-    else:
-        projected = [projected_cycles(*job) for job in jobs]
-    return cands[min(range(len(cands)), key=lambda i: (projected[i], i))]
 
 
 @functools.lru_cache(maxsize=32)
