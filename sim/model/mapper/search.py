@@ -229,10 +229,11 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     shape = (len(orders), len(MT))
     # the busiest core bounds compute; an output tile left between its k-steps pays
     # its array's fill/drain (tail) at every visit
-    comp_max = np.zeros(shape)
+    comp_share = []
     for (cnt, mm, nn), _ in shares:
         steps_c, tails_c = _sum_compute_parts(prob, MT, NT, KT, mm, nn, prob.k, cnt)
-        comp_max = np.maximum(comp_max, steps_c + tails_c * _visits(prob, orders, MT, NT, KT, mm, nn, prob.k))
+        comp_share.append((steps_c + tails_c * _visits(prob, orders, MT, NT, KT, mm, nn, prob.k),
+                           cnt * np.ceil(mm / MT) * np.ceil(nn / NT)))
     rd = np.zeros(shape)
     wr = np.zeros(shape)
     dram_time = np.zeros(shape)
@@ -249,6 +250,15 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
     port = mem.core_port(prob)
     core_bw = np.where(rd + wr > 0, np.minimum(port, dram_bw / n_cores), port)
+    # a k tile that does not divide k leaves part of each output tile's next load exposed;
+    # that load shares the DRAM with the other cores' loads, each busy the share of the
+    # time the DRAM is (as in _cyclic_entries)
+    busy = np.clip(dram_time / np.maximum(np.maximum.reduce([c for c, _ in comp_share]), 1e-30), 0.0, 1.0)
+    exposed_rate = np.where(rd + wr > 0, np.minimum(port, dram_bw / (1.0 + (n_cores - 1.0) * busy)), port)
+    exposure = _short_step_exposure(prob, mem, cand, exposed_rate)
+    comp_max = np.zeros(shape)
+    for comp, tiles in comp_share:
+        comp_max = np.maximum(comp_max, comp + tiles * exposure)
     per_core_max = np.zeros(shape)
     for cnt, mm, nn, moved in classes:
         steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
@@ -266,6 +276,28 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     last = cand.tile_c_bytes * ("c" not in prob.resident) / core_bw
     est = np.maximum(comp_max, mem_time) + first + last + mem.latency_cycles
     return est, rd + wr
+
+
+def _short_step_exposure(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, load_bytes_per_cycle) -> np.ndarray:
+    """Cycles per output tile that a k tile not dividing k leaves exposed: each tile's
+    last step is short (k mod tile_k deep), and with its stages the core loads the next
+    tile's first, full step while it computes only that short step and drains the tile, so
+    a compute-bound core waits for the rest of that load (the engine's stall: an fp8
+    16x4096x32768 GEMV on npu_128x128 in 16x128 tiles stalls 31,875 of its 439,608 cycles
+    with 768-deep k tiles, 1,000 with 512 and 1,898 with 1,024).  0 where tile_k divides k.
+    ``load_bytes_per_cycle``: the core's load rate, its share of the DRAM rate at most."""
+    KT, MT, NT = cand.KT, cand.MT, cand.NT
+    short_k = prob.k - np.floor(prob.k / KT) * KT
+    if not prob.reduction or prob.pad_edge_tiles or not np.any(short_k > 0):
+        # (a padded last step computes a whole tile: no shorter than the others)
+        return np.zeros(np.shape(KT))
+    k_eff = np.where(short_k > 0, short_k, KT)
+    short = prob.cycles_fn(MT, NT, k_eff)
+    if prob.tail_fn is not None:
+        short = short + prob.tail_fn(MT, NT, k_eff)
+    # the load: a round trip plus its bytes at the core's rate (``load_bytes_per_cycle``)
+    load = mem.latency_cycles + cand.step_bytes / np.maximum(load_bytes_per_cycle, 1e-30)
+    return np.where(short_k > 0, np.maximum(0.0, load - short), 0.0)
 
 
 def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Candidates,
@@ -332,7 +364,22 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + cand.step_bytes / port) / buffers
     mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
                                   latency_time])
-    first = cand.step_bytes / port
+    # the first step: every core of the first wave asks for its first k step at once, so
+    # it arrives at the port's rate or the DRAM's rate over the distinct bytes the wave
+    # asks for (the tiles of one row or column of the wave share their A or B step where
+    # a chip-level cache serves the rest), whichever is slower
+    eff_ab = 1.0 / (share_a / cand.eff_a + (1 - share_a) / cand.eff_b)
+    if mem.l2_bytes > 0:
+        first_wave_bytes = rows_in_wave * cand.tile_a_bytes + cols_in_wave * (cand.tile_b_bytes if prob.has_b else 0.0)
+    else:
+        first_wave_bytes = used * cand.step_bytes
+    first = np.maximum(cand.step_bytes / port, first_wave_bytes / (peak * eff_ab))
+    # the exposed load shares the DRAM rate its patterns sustain with the other cores'
+    # loads, each busy loading the share of the time the DRAM is (dram_time / comp), and
+    # goes no faster than the core's port
+    busy = np.clip(dram_time / np.maximum(comp, 1e-30), 0.0, 1.0)
+    core_rate = np.minimum(port, peak * eff_ab / (1.0 + (used - 1.0) * busy))
+    comp = comp + waves * _short_step_exposure(prob, mem, cand, core_rate)
     est = np.maximum(comp, mem_time) + first + mem.latency_cycles
     entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
                               int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(cand.sram[i]), int(used[i]),
