@@ -250,12 +250,9 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     # (no DRAM traffic at all - every operand held on chip: the port's rate, unused)
     port = mem.core_port(prob)
     core_bw = np.where(rd + wr > 0, np.minimum(port, dram_bw / n_cores), port)
-    # a k tile that does not divide k leaves part of each output tile's next load exposed;
-    # that load shares the DRAM with the other cores' loads, each busy the share of the
-    # time the DRAM is (as in _cyclic_entries)
-    busy = np.clip(dram_time / np.maximum(np.maximum.reduce([c for c, _ in comp_share]), 1e-30), 0.0, 1.0)
-    exposed_rate = np.where(rd + wr > 0, np.minimum(port, dram_bw / (1.0 + (n_cores - 1.0) * busy)), port)
-    exposure = _short_step_exposure(prob, mem, cand, exposed_rate)
+    # a k tile that does not divide k leaves part of each output tile's next load exposed
+    # (at the core's share of the DRAM rate, as in _cyclic_entries)
+    exposure = _short_step_exposure(prob, mem, cand, core_bw)
     comp_max = np.zeros(shape)
     for comp, tiles in comp_share:
         comp_max = np.maximum(comp_max, comp + tiles * exposure)
@@ -374,11 +371,10 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     else:
         first_wave_bytes = used * cand.step_bytes
     first = np.maximum(cand.step_bytes / port, first_wave_bytes / (peak * eff_ab))
-    # the exposed load shares the DRAM rate its patterns sustain with the other cores'
-    # loads, each busy loading the share of the time the DRAM is (dram_time / comp), and
-    # goes no faster than the core's port
-    busy = np.clip(dram_time / np.maximum(comp, 1e-30), 0.0, 1.0)
-    core_rate = np.minimum(port, peak * eff_ab / (1.0 + (used - 1.0) * busy))
+    # the exposed load gets the core's share of the DRAM rate its patterns sustain (the
+    # cores deal equal tiles from one start, so they reach their short steps together)
+    # and goes no faster than the core's port
+    core_rate = np.minimum(port, peak * eff_ab / used)
     comp = comp + waves * _short_step_exposure(prob, mem, cand, core_rate)
     est = np.maximum(comp, mem_time) + first + mem.latency_cycles
     entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
