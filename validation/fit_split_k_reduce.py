@@ -5,7 +5,11 @@ from validation/measurements/h200_micro_splitk_reduce_kernels.csv
 GEMM kernel, of the splitKreduce_kernel that follows it where cuBLAS splits k, and the gap
 between the two):
 
-    python validation/fit_split_k_reduce.py
+    python validation/fit_split_k_reduce.py [--gpu h100]
+
+(``--gpu h100`` reads validation/measurements/h100_micro_splitk_reduce_kernels.csv, the same
+microbenchmark on the H100, and leaves out the H100 sets' shapes; the two parts share the
+stack profile and the 1,257 ns ``op_launch_overhead_ns``.)
 
 The reduction adds ``gap + kernel`` to a call.  The model prices a kernel as the chip's launch
 overhead (``runtime.op_launch_overhead_ns``) plus its body, so the body's floor is
@@ -28,15 +32,22 @@ sys.path.insert(0, str(ROOT))
 
 from sim.spec.registry import load_chip  # noqa: E402
 
-CSV = ROOT / "validation" / "measurements" / "h200_micro_splitk_reduce_kernels.csv"
-STORED = [ROOT / "validation" / "measurements" / f"h200_{s}.csv" for s in ("dev", "holdout")]
+MEASUREMENTS = ROOT / "validation" / "measurements"
+
+
+def csv_of(gpu: str) -> Path:
+    return MEASUREMENTS / f"{gpu}_micro_splitk_reduce_kernels.csv"
+
+
+def stored_sets(gpu: str) -> list[Path]:
+    return [MEASUREMENTS / f"{gpu}_{s}.csv" for s in ("dev", "holdout")]
 #: partial sums per split at most this many bytes: the reduction is its fixed steps, not a stream
 SMALL_OUTPUT_BYTES = 1 << 20
 
 
-def stored_shapes() -> set[tuple[int, int, int]]:
+def stored_shapes(gpu: str = "h200") -> set[tuple[int, int, int]]:
     out = set()
-    for path in STORED:
+    for path in stored_sets(gpu):
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
                 if r["kind"] == "gemm" and r["m"]:
@@ -44,11 +55,11 @@ def stored_shapes() -> set[tuple[int, int, int]]:
     return out
 
 
-def reduced_calls(path: Path = CSV) -> list[dict]:
+def reduced_calls(gpu: str = "h200") -> list[dict]:
     """The measured calls cuBLAS split (shape, reduce kernel and gap in us), stored shapes left out."""
-    stored = stored_shapes()
+    stored = stored_shapes(gpu)
     out = []
-    with open(path, newline="") as f:
+    with open(csv_of(gpu), newline="") as f:
         for r in csv.DictReader(f):
             if not r.get("reduced_calls") or int(r["reduced_calls"]) == 0:
                 continue
@@ -60,10 +71,14 @@ def reduced_calls(path: Path = CSV) -> list[dict]:
     return out
 
 
-def main() -> int:
-    chip = load_chip("h200_sxm")
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", choices=("h200", "h100"), default="h200")
+    args = ap.parse_args(argv)
+    chip = load_chip(f"{args.gpu}_sxm")
     launch_ns = chip.runtime.op_launch_overhead_ns
-    calls = reduced_calls()
+    calls = reduced_calls(args.gpu)
     small = [c for c in calls if c["m"] * c["n"] * 4 <= SMALL_OUTPUT_BYTES]
     per_kernel = np.array([c["reduce_us"] + c["gap_us"] for c in small])
     print(f"{len(calls)} split calls, {len(small)} with at most {SMALL_OUTPUT_BYTES} B of partials per split")

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from kernel_timeline import Flush, gpu_tag, pct, smi, timed_calls, write_rows, warm_clock  # noqa: E402
+from kernel_timeline import Flush, gpu_tag, measure_all, pct, smi, timed_calls, write_env, write_rows, warm_clock  # noqa: E402
 
 M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 KN = ((2048, 1024), (4096, 1024), (4096, 4096), (8192, 1024), (8192, 2048), (14336, 4096), (28672, 1024),
