@@ -361,22 +361,25 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + cand.step_bytes / port) / buffers
     mem_time = np.maximum.reduce([dram_time, port_time, l2_time, traffic / mem.noc_bytes_per_cycle,
                                   latency_time])
-    # the first step: every core of the first wave asks for its first k step at once, so
-    # it arrives at the port's rate or the DRAM's rate over the distinct bytes the wave
-    # asks for (the tiles of one row or column of the wave share their A or B step where
-    # a chip-level cache serves the rest), whichever is slower
+    # the first step: compute starts once it has arrived, and every core of the first wave
+    # asks for its first k step at once, so it comes at the port's rate or the DRAM's rate
+    # over the distinct bytes the wave asks for (the tiles of one row or column of the wave
+    # share their A or B step where a chip-level cache serves the rest), whichever is
+    # slower.  The memory-bound time already moves those bytes at the DRAM's rate: there
+    # only the port's pass of the first step is added
     eff_ab = 1.0 / (share_a / cand.eff_a + (1 - share_a) / cand.eff_b)
     if mem.l2_bytes > 0:
         first_wave_bytes = rows_in_wave * cand.tile_a_bytes + cols_in_wave * (cand.tile_b_bytes if prob.has_b else 0.0)
     else:
         first_wave_bytes = used * cand.step_bytes
-    first = np.maximum(cand.step_bytes / port, first_wave_bytes / (peak * eff_ab))
+    first = cand.step_bytes / port
+    first_before_compute = np.maximum(first, first_wave_bytes / (peak * eff_ab))
     # the exposed load gets the core's share of the DRAM rate its patterns sustain (the
     # cores deal equal tiles from one start, so they reach their short steps together)
     # and goes no faster than the core's port
     core_rate = np.minimum(port, peak * eff_ab / used)
     comp = comp + waves * _short_step_exposure(prob, mem, cand, core_rate)
-    est = np.maximum(comp, mem_time) + first + mem.latency_cycles
+    est = np.maximum(comp + first_before_compute, mem_time + first) + mem.latency_cycles
     entries: list[_Entry] = [((float(est[i]), float(traffic[i]), -float(MT[i] * NT[i] * KT[i])), "cyclic", (1, 1, 1),
                               int(MT[i]), int(NT[i]), int(KT[i]), "mnk", int(cand.sram[i]), int(used[i]),
                               int(buffers[i]))
