@@ -21,6 +21,7 @@ validation sets are left out (none is in the grid by design; checked here).  A C
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import sys
 from pathlib import Path
@@ -72,7 +73,6 @@ def reduced_calls(gpu: str = "h200") -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", choices=("h200", "h100"), default="h200")
     args = ap.parse_args(argv)

@@ -34,9 +34,12 @@ def source_hash(folder: str) -> str:
     return h.hexdigest()[:16]
 
 
+_HERE = str(Path(__file__).resolve().parent)
+
+
 def kernel_source_hash() -> str:
     """Hash of every ``*.py`` in this package (the cache key; the disk cache's physics version)."""
-    return source_hash(str(Path(__file__).resolve().parent))
+    return source_hash(_HERE)
 
 
 def _cache_dir() -> str:

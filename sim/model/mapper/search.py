@@ -355,7 +355,8 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     # DRAM time at the rate each operand's pattern sustains (A and B in the shares
     # their panels are fetched in)
     share_a = tiles_out * a_panel / np.maximum(tiles_out * (a_panel + b_panel), 1e-30)
-    dram_time = (dram_rd * (share_a / cand.eff_a + (1 - share_a) / cand.eff_b) + c_all / cand.eff_c) / peak
+    inv_eff_ab = share_a / cand.eff_a + (1 - share_a) / cand.eff_b   # 1 / the A+B streams' rate share
+    dram_time = (dram_rd * inv_eff_ab + c_all / cand.eff_c) / peak
     # Little's law per core: at most `buffers` steps' loads are in flight, so a step
     # takes at least (round trip + its bytes through the port) / buffers
     latency_time = waves * np.ceil(prob.k / KT) * (mem.latency_cycles + cand.step_bytes / port) / buffers
@@ -367,7 +368,7 @@ def _cyclic_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Can
     # share their A or B step where a chip-level cache serves the rest), whichever is
     # slower.  The memory-bound time already moves those bytes at the DRAM's rate: there
     # only the port's pass of the first step is added
-    eff_ab = 1.0 / (share_a / cand.eff_a + (1 - share_a) / cand.eff_b)
+    eff_ab = 1.0 / inv_eff_ab
     if mem.l2_bytes > 0:
         first_wave_bytes = rows_in_wave * cand.tile_a_bytes + cols_in_wave * (cand.tile_b_bytes if prob.has_b else 0.0)
     else:

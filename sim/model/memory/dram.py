@@ -233,6 +233,10 @@ _PATTERN_VISITS_PER_BANK = 4
 _PATTERN_WINDOWS_IN_FLIGHT = 8
 
 
+#: this package's folder, whose sources version the stored probes (resolved once, not per probe)
+_HERE = str(Path(__file__).resolve().parent)
+
+
 @functools.lru_cache(maxsize=4096)
 def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_flight_chunks: int | None = None) -> float:
     """Fraction of the pin peak that a long read stream of ``seg_bytes``-byte segments
@@ -245,7 +249,7 @@ def stream_efficiency(p: DramParams, seg_bytes: int, stride_bytes: int, in_fligh
     runs cached (2026-12-06, cProfile, one thread).  Off with ``SIM_NO_CACHE=1``, as the runs."""
     # this package's source: the probe procedure and how its parameters are packed (the kernels
     # it runs are the disk cache's own version, kernel_source_hash)
-    key = hashlib.blake2b(b"stream_efficiency\0" + source_hash(str(Path(__file__).resolve().parent)).encode() + repr(
+    key = hashlib.blake2b(b"stream_efficiency\0" + source_hash(_HERE).encode() + repr(
         (p, int(math.ceil(seg_bytes)), int(math.ceil(stride_bytes)),
          None if in_flight_chunks is None else int(in_flight_chunks))).encode(), digest_size=32).digest()
     stored = run_cache.load_value(key)
