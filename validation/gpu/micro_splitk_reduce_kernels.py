@@ -2,7 +2,8 @@
 """cuBLAS's split-K GEMMs kernel by kernel: the GEMM kernel, the ``splitKreduce_kernel`` that
 sums its fp32 partial outputs, and the gap between them, per call (issue 11).
 
-    python3 validation/gpu/micro_splitk_reduce_kernels.py --out DIR [--calls 30]
+    python3 validation/gpu/micro_splitk_reduce_kernels.py --out DIR [--calls 30] [--m 1,2,4,...]
+        [--stem-suffix _mlarge]
 
 The stored H200 GEMMs that cuBLAS runs with split-K (97 of 609 calls: h200_case_stats.csv)
 come out 3-4 % fast in the median and ~9 % below 30 us, as the split-KV decode calls did before
@@ -13,7 +14,10 @@ gap, after the harness's L2 flush (a 256 MiB read, measure.py's default), and th
 time of the call as measure.py takes it.  Shapes cuBLAS runs without split-K are recorded too
 (one kernel).  Standalone: torch, numpy and the standard library only.
 
-Writes DIR/<gpu>_micro_splitk_reduce_kernels.csv and DIR/<gpu>_micro_splitk_reduce_kernels_env.json.
+Writes DIR/<gpu>_micro_splitk_reduce_kernels<suffix>.csv and
+DIR/<gpu>_micro_splitk_reduce_kernels<suffix>_env.json (``--stem-suffix``, empty by default).
+``--m`` replaces the row counts M (a comma-separated list), e.g. ``--m 256,384,512,768,1024,1536,2048
+--stem-suffix _mlarge`` for the rows where cuBLAS's split-K choice and the model disagree on the H200.
 """
 from __future__ import annotations
 
@@ -76,10 +80,14 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--deadline", type=float, default=300.0, help="stop starting new shapes after this many seconds")
+    ap.add_argument("--m", default=",".join(str(m) for m in M),
+                    help="comma-separated row counts (default: %(default)s)")
+    ap.add_argument("--stem-suffix", default="", help="appended to the output files' stem, e.g. _m256")
     args = ap.parse_args()
+    ms = tuple(int(v) for v in args.m.split(",") if v.strip())
+    stem = f"{gpu_tag()}_micro_splitk_reduce_kernels{args.stem_suffix}"
     os.makedirs(args.out, exist_ok=True)
     name = torch.cuda.get_device_name(0)
-    tag = gpu_tag()
     try:
         blas = str(torch.backends.cuda.preferred_blas_library())
     except Exception as e:  # noqa: BLE001
@@ -87,15 +95,16 @@ def main() -> int:
     env = {"gpu": name, "torch": torch.__version__, "cuda": torch.version.cuda, "blas": blas,
            "smi_idle": smi("name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu"),
            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "calls_per_shape": args.calls,
-           "flush": "torch.sum over a 256 MiB buffer before each call (measure.py's default)"}
+           "flush": "torch.sum over a 256 MiB buffer before each call (measure.py's default)",
+           "m": list(ms), "kn": [list(kn) for kn in KN]}
     flush = Flush()
     warm_clock()  # an idle GPU sits at a low clock (the decode run's first events show it)
-    path = os.path.join(args.out, f"{tag}_micro_splitk_reduce_kernels.csv")
-    shapes = [(m, k, n) for k, n in KN for m in M]
+    path = os.path.join(args.out, f"{stem}.csv")
+    shapes = [(m, k, n) for k, n in KN for m in ms]
     measure_all(shapes, lambda s: one_shape(*s, flush, args.calls), lambda s: dict(dtype="bf16", m=s[0], k=s[1], n=s[2]),
                 path, args.deadline, ("m", "k", "n", "gemm_us_median", "reduce_us_median", "gap_us_median",
                                       "events_us_median", "reduced_calls"))
-    write_env(env, os.path.join(args.out, f"{tag}_micro_splitk_reduce_kernels_env.json"))
+    write_env(env, os.path.join(args.out, f"{stem}_env.json"))
     return 0
 
 
