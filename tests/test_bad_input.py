@@ -16,12 +16,63 @@ SCALESIM = ROOT / "tests" / "data" / "scalesim"
 SECONDS = 45
 
 
-def sim(*args: str, cwd=ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("SIM_DEBUG", None)
+#: ``SIM_TEST_SUBPROCESS=1`` runs every case as its own ``python -m sim.cli`` process
+SUBPROCESS_ENV = "SIM_TEST_SUBPROCESS"
+
+
+def sim(*args: str, cwd=ROOT, timeout: float = 120, isolated: bool = False) -> subprocess.CompletedProcess:
+    """``sim ARGS`` as a CompletedProcess (returncode, stdout, stderr, and ``seconds``).
+
+    Run in this process through :func:`sim.cli.main`, the function ``python -m sim.cli`` calls
+    and exits with: a fresh interpreter costs ~1 s of imports per case, and the several
+    hundred cases of the bad-input campaigns paid ~300 CPU-seconds of the suite for it.  An
+    exception escaping ``main`` is printed as Python would print it (a traceback, exit 1), so
+    ``refused`` sees what a user would.  ``isolated=True`` (cases that may block on a FIFO or a
+    socket, where only a process can be timed out) or ``SIM_TEST_SUBPROCESS=1`` runs a real
+    process; tests/test_cli.py and tests/test_first_hour.py run the entry point itself."""
+    if isolated or os.environ.get(SUBPROCESS_ENV, "") not in ("", "0"):
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("SIM_DEBUG", None)
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True, text=True, env=env,
+                              cwd=cwd, timeout=timeout)
+        proc.seconds = time.monotonic() - t0  # type: ignore[attr-defined]
+        return proc
+    return _in_process(list(args), cwd, timeout)
+
+
+def _in_process(args: list[str], cwd, timeout: float) -> subprocess.CompletedProcess:
+    import contextlib
+    import faulthandler
+    import io
+    import traceback
+
+    from sim.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    debug = os.environ.pop("SIM_DEBUG", None)
+    here = os.getcwd()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=timeout)
+    # a case that hangs ends this worker (pytest-xdist reports the crash) instead of the suite
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as exc:  # argparse's usage errors, as the interpreter would exit
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if exc.code is not None and not isinstance(exc.code, int):
+                    print(exc.code, file=sys.stderr)
+            except BaseException:  # noqa: BLE001 - what an uncaught exception shows a user
+                traceback.print_exc()
+                code = 1
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        os.chdir(here)
+        if debug is not None:
+            os.environ["SIM_DEBUG"] = debug
+    proc = subprocess.CompletedProcess(["sim", *args], code, out.getvalue(), err.getvalue())
     proc.seconds = time.monotonic() - t0  # type: ignore[attr-defined]
     return proc
 
@@ -82,12 +133,12 @@ def test_huge_files_devices_and_fifos_are_refused(tmp_path):
     with open(big, "wb") as fh:
         fh.truncate(50 << 20)  # 50 MB (sparse)
     refused(sim("check", str(big)), "big.yaml", "limited to")
-    refused(sim("gemm", "/dev/zero", "--m", "8", "--k", "8", "--n", "8"), "/dev/zero", "not a regular file")
+    refused(sim("gemm", "/dev/zero", "--m", "8", "--k", "8", "--n", "8", isolated=True), "/dev/zero", "not a regular file")
     fifo = tmp_path / "chip.yaml"
     os.mkfifo(fifo)
-    refused(sim("check", str(fifo)), "chip.yaml", "not a regular file")
-    refused(sim("sweep", str(fifo)), "chip.yaml", "not a regular file")
-    refused(sim("scalesim", str(SCALESIM / "scale.cfg"), "/dev/zero"), "/dev/zero", "not a regular file")
+    refused(sim("check", str(fifo), isolated=True), "chip.yaml", "not a regular file")
+    refused(sim("sweep", str(fifo), isolated=True), "chip.yaml", "not a regular file")
+    refused(sim("scalesim", str(SCALESIM / "scale.cfg"), "/dev/zero", isolated=True), "/dev/zero", "not a regular file")
 
 
 @pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])

@@ -366,7 +366,8 @@ def test_a_dask_address_that_accepts_but_never_answers(tmp_path):
     spec.write_text("name: t\nchip: scalesim_32x32\n"
                     "workloads: [{name: g, kind: gemm, m: 8, k: 8, n: 8, dtype: int8, memory: ideal}]\n")
     addr = f"tcp://127.0.0.1:{srv.getsockname()[1]}"
-    proc = sim("sweep", str(spec), "-q", "--out", str(tmp_path / "o"), "--scheduler", addr, "--connect-timeout", "1")
+    proc = sim("sweep", str(spec), "-q", "--out", str(tmp_path / "o"), "--scheduler", addr, "--connect-timeout", "1",
+               isolated=True)
     refused(proc, f"the Dask scheduler at {addr} accepted the connection but did not answer within 6 s")
     assert proc.seconds < 30, proc.seconds
     srv.close()
