@@ -13,9 +13,13 @@ suite's time budget:
 * the engine-run disk cache is a fresh folder for the session (shared by the xdist workers
   and every subprocess a test starts), so no test leans on runs a developer's earlier
   commands left in ``~/.cache/sim/runs``;
-* the compiled kernels are built once, in the controller, before the workers start: a cold
-  Numba compile of the engine takes ~45-60 s of one core (benchmarks/bench_compile.py), and every worker or subprocess
-  that started before the on-disk kernel cache existed paid it again, at once.
+* the compiled kernels are built once: a cold Numba compile of the engine takes ~45-60 s of
+  one core (benchmarks/bench_compile.py), and every worker or subprocess that started before
+  the on-disk kernel cache existed used to pay it again, at once.  The controller starts a
+  process that compiles them and goes on; a worker or subprocess that needs a kernel first
+  waits for the cache folder's compile lock (``sim.model.kernels.jit``) and then loads it, so
+  the tests that need no kernel run meanwhile (the controller used to compile before any
+  worker started, one core idle for that minute).
 """
 from __future__ import annotations
 
@@ -41,10 +45,13 @@ def pytest_configure(config):
         return
     if "SIM_CACHE_DIR" not in os.environ:
         os.environ["SIM_CACHE_DIR"] = config._sim_runs_dir = tempfile.mkdtemp(prefix="sim-test-runs-")
-    _compile_kernels()
+    config._sim_compiler = _compile_kernels()
 
 
 def pytest_unconfigure(config):
+    compiler = getattr(config, "_sim_compiler", None)
+    if compiler is not None:
+        compiler.wait()
     runs = getattr(config, "_sim_runs_dir", None)
     if runs is not None:
         import shutil
@@ -52,14 +59,51 @@ def pytest_unconfigure(config):
         shutil.rmtree(runs, ignore_errors=True)
 
 
-def _compile_kernels() -> None:
-    """Run each compiled entry point once (a GEMM on modelled memory with an L2, and the
-    DRAM stream probes the mapper uses), so Numba's on-disk cache holds every kernel."""
-    from sim.apps.single_op import simulate_gemm
-    from sim.spec.registry import load_chip
+#: each compiled entry point once: a GEMM on modelled memory with an L2, the DRAM stream probes
+#: the mapper uses, and (a memory-bound GEMV on a GPU) the probed engine run
+_COMPILE = """
+from sim.apps.single_op import simulate_gemm
+from sim.spec.registry import load_chip
+for chip in ("npu_128x128", "h200_sxm"):
+    simulate_gemm(load_chip(chip), m=64, k=64, n=64)
+simulate_gemm(load_chip("h200_sxm"), m=8, k=4096, n=128256)
+"""
 
-    for chip in ("npu_128x128", "h200_sxm"):
-        simulate_gemm(load_chip(chip), m=64, k=64, n=64)
+
+def _compile_kernels():
+    """Start a process that fills Numba's on-disk cache with every kernel (see the module's
+    docstring); it runs while the workers start."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", _COMPILE], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+#: test modules that need no compiled kernel (configuration checks, bad input refused before
+#: any simulation, imports, traces): each worker starts with its share of them, which runs
+#: while the kernels compile (a kernel's first caller waits for the compile, see above).
+#: A module listed here that does need a kernel only waits; nothing depends on the list.
+KERNEL_FREE_MODULES = ("test_bad_input", "test_stacks.py", "test_layers.py", "test_import_cost.py", "test_config.py",
+                       "test_capture.py", "test_llm_trace.py", "test_trace_io.py", "test_workload_models.py",
+                       "test_level_kinds.py", "test_model_set_api.py", "test_kernel_io.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Put a share of :data:`KERNEL_FREE_MODULES`' tests at the head of each worker's first
+    batch: pytest-xdist's ``worksteal`` hands worker i the i-th contiguous 1/N of this list."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    free = [it for it in items if it.path.name.startswith(KERNEL_FREE_MODULES)]
+    if workers < 2 or not free or len(free) == len(items):
+        return
+    rest = [it for it in items if not it.path.name.startswith(KERNEL_FREE_MODULES)]
+    total, out = len(items), []
+    for i in range(workers):
+        size = (i + 1) * total // workers - i * total // workers
+        share = free[i::workers][:size]
+        out += share + rest[:size - len(share)]
+        rest = rest[size - len(share):]
+    placed = {id(it) for it in out}
+    items[:] = out + [it for it in free if id(it) not in placed] + rest  # (only when a share was cut)
 
 
 def _reason(report) -> str:

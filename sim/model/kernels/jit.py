@@ -167,10 +167,68 @@ else:
     if os.environ.get("SIM_NUMBA_PLAIN_INLINER", "") in ("", "0"):
         _install_shared_scope_block_copy()
 
+    import threading
+
+    _compiling = threading.RLock()
+    _depth = [0]
+    _LOCK_WAIT_S = 900.0
+
+    def _lock_file():
+        """An exclusive lock on the cache folder's ``.compile.lock`` (None without a cache
+        folder or ``fcntl``): while one process compiles a kernel into the cache, another
+        that needs it waits, then loads it, instead of compiling the same machine code at
+        the same time.  A holder that keeps it past ``_LOCK_WAIT_S`` (a stopped process) is
+        not waited for: the kernel is compiled as before."""
+        if not _dir:
+            return None
+        try:
+            import fcntl
+            import time
+
+            fh = open(Path(_dir) / ".compile.lock", "a")
+        except (ImportError, OSError):
+            return None
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fh
+            except OSError:
+                if time.monotonic() > deadline:
+                    fh.close()
+                    return None
+                time.sleep(0.05)
+
+    def _one_compile_at_a_time(compile_):
+        """``Dispatcher.compile`` (a kernel's first call with its argument types: compile,
+        or load from the disk cache), holding the cache folder's lock for the outermost call
+        of this process; a kernel compiled as part of another (its callee) is inside it."""
+        @functools.wraps(compile_)
+        def compile(sig):
+            with _compiling:
+                fh = _lock_file() if _depth[0] == 0 else None
+                _depth[0] += 1
+                try:
+                    return compile_(sig)
+                finally:
+                    _depth[0] -= 1
+                    if fh is not None:
+                        fh.close()  # releases the lock
+        return compile
+
+    def _njit(fn, opts):
+        dispatcher = numba.njit(**opts)(fn)
+        if opts.get("cache"):
+            # Numba caches per process and keeps no lock: processes started together on an
+            # empty cache (sweep workers, `sim validate -j N`, pytest-xdist) each compiled
+            # every kernel, ~60 s of a core apiece
+            dispatcher.compile = _one_compile_at_a_time(dispatcher.compile)
+        return dispatcher
+
     def kernel(fn=None, **kwargs):
         """``@kernel`` = ``numba.njit(cache=True, nogil=True)`` (deterministic: no fastmath)."""
         opts = dict(cache=bool(_dir), nogil=True)
         opts.update(kwargs)
         if fn is None:
-            return numba.njit(**opts)
-        return numba.njit(**opts)(fn)
+            return lambda f: _njit(f, opts)
+        return _njit(fn, opts)
