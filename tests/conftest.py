@@ -60,13 +60,30 @@ def pytest_unconfigure(config):
 
 
 #: each compiled entry point once: a GEMM on modelled memory with an L2, the DRAM stream probes
-#: the mapper uses, and (a memory-bound GEMV on a GPU) the probed engine run
+#: the mapper uses, and the probed engine run (one probe of a small GPU GEMM's first cyclic run)
 _COMPILE = """
+import sim.model.engine.extrapolate as X
+import sim.model.engine.kernel_run as KR
+import sim.model.engine.run as R
 from sim.apps.single_op import simulate_gemm
+from sim.model.engine.arrays import operand_bases
 from sim.spec.registry import load_chip
+
 for chip in ("npu_128x128", "h200_sxm"):
     simulate_gemm(load_chip(chip), m=64, k=64, n=64)
-simulate_gemm(load_chip("h200_sxm"), m=8, k=4096, n=128256)
+seen, real = [], KR.run_kernel
+
+def spy(chip, prob, mapping, ideal, bases=None, tile_limit=0):
+    if mapping.distribution == "cyclic" and not ideal:
+        seen.append((prob, mapping))
+    return real(chip, prob, mapping, ideal, bases, tile_limit)
+
+for module in (KR, X, R):
+    module.run_kernel = spy
+chip = load_chip("h200_sxm")
+simulate_gemm(chip, m=1024, k=256, n=1024, dtype="bf16")
+prob, mapping = seen[0]
+KR.run_kernel_probed(chip, prob, mapping, False, operand_bases(prob), (KR.Probe(mapping.cores_used),))
 """
 
 
