@@ -45,17 +45,22 @@ def pytest_configure(config):
         return
     if "SIM_CACHE_DIR" not in os.environ:
         os.environ["SIM_CACHE_DIR"] = config._sim_runs_dir = tempfile.mkdtemp(prefix="sim-test-runs-")
+    if COMPILED_ENV in os.environ:
+        return  # a pytest run inside a test (tests/test_no_silent_skips.py): the outer run compiles
+    # the compile process writes this file when it is done (the workers inherit the variable)
+    os.environ[COMPILED_ENV] = os.path.join(tempfile.mkdtemp(prefix="sim-test-kernels-"), "compiled")
     config._sim_compiler = _compile_kernels()
 
 
 def pytest_unconfigure(config):
+    import shutil
+
     compiler = getattr(config, "_sim_compiler", None)
     if compiler is not None:
         compiler.wait()
+        shutil.rmtree(os.path.dirname(os.environ[COMPILED_ENV]), ignore_errors=True)
     runs = getattr(config, "_sim_runs_dir", None)
     if runs is not None:
-        import shutil
-
         shutil.rmtree(runs, ignore_errors=True)
 
 
@@ -84,7 +89,11 @@ chip = load_chip("h200_sxm")
 simulate_gemm(chip, m=1024, k=256, n=1024, dtype="bf16")
 prob, mapping = seen[0]
 KR.run_kernel_probed(chip, prob, mapping, False, operand_bases(prob), (KR.Probe(mapping.cores_used),))
+import os
+open(os.environ["SIM_TEST_KERNELS_COMPILED"], "w").close()
 """
+#: names the file the compile process writes when every kernel is in the cache
+COMPILED_ENV = "SIM_TEST_KERNELS_COMPILED"
 
 
 def _compile_kernels():
@@ -160,6 +169,21 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if os.environ.get(ENV, "") not in ("", "0") and _unexpected() and session.exitstatus == 0:
         session.exitstatus = 1
+
+
+@pytest.fixture
+def compiled_kernels():
+    """Wait until the session's compile process has put every kernel in Numba's cache (for a
+    test that checks a process loads them rather than compiling; without the process, at once).
+    A compile that failed leaves no file: the wait then ends at its timeout and the test says why."""
+    import time
+
+    flag = os.environ.get(COMPILED_ENV)
+    deadline = time.monotonic() + 900
+    while flag and not os.path.exists(flag):
+        if time.monotonic() > deadline:
+            pytest.fail("the session's kernel compile (tests/conftest.py) did not finish in 15 minutes")
+        time.sleep(0.2)
 
 
 @pytest.fixture

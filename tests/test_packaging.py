@@ -70,7 +70,7 @@ def test_wheel_ships_chips_dataflows_and_models(installed_wheel, tmp_path):
     assert dataflows == ["is", "os", "rs", "ws"]
 
 
-def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_path):
+def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_path, compiled_kernels):
     listed = _run_outside(installed_wheel, tmp_path, "-m", "sim", "list", "chips")
     assert listed.returncode == 0, listed.stderr
     assert "npu_128x128" in listed.stdout.split()
@@ -92,7 +92,7 @@ def test_wheel_runs_quick_tour_commands_outside_the_repo(installed_wheel, tmp_pa
     assert json.loads(gemm.stdout.strip().splitlines()[-1])["cycles"] == \
         simulate_gemm("npu_128x128", m=256, k=256, n=256).cycles
     # the wheel's kernels are the checkout's sources: they load from the kernel cache the
-    # checkout filled (tests/conftest.py compiled it) instead of compiling again (~60 s); the
+    # checkout filled (tests/conftest.py's compile process, waited for) instead of compiling again (~60 s); the
     # disk cache of runs and DRAM probes off, or nothing would need a kernel at all
     probe = _run_outside(installed_wheel, tmp_path, "-c", "from sim import simulate_gemm; "
                          "simulate_gemm('npu_128x128', m=64, k=64, n=64)", NUMBA_DEBUG_CACHE="1", SIM_NO_CACHE="1")
