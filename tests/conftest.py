@@ -65,31 +65,24 @@ def pytest_unconfigure(config):
 
 
 #: each compiled entry point once: a GEMM on modelled memory with an L2, the DRAM stream probes
-#: the mapper uses, and the probed engine run (one probe of a small GPU GEMM's first cyclic run)
+#: the mapper uses, and the probed engine run (one probe of a small GPU GEMM's first cyclic run,
+#: found as tests/test_probed_samples.py finds it; argv[1] is this folder)
 _COMPILE = """
-import sim.model.engine.extrapolate as X
+import os
+import sys
+
+sys.path.insert(0, sys.argv[1])
 import sim.model.engine.kernel_run as KR
-import sim.model.engine.run as R
 from sim.apps.single_op import simulate_gemm
 from sim.model.engine.arrays import operand_bases
 from sim.spec.registry import load_chip
+from test_probed_samples import _cyclic_problem
 
 for chip in ("npu_128x128", "h200_sxm"):
     simulate_gemm(load_chip(chip), m=64, k=64, n=64)
-seen, real = [], KR.run_kernel
-
-def spy(chip, prob, mapping, ideal, bases=None, tile_limit=0):
-    if mapping.distribution == "cyclic" and not ideal:
-        seen.append((prob, mapping))
-    return real(chip, prob, mapping, ideal, bases, tile_limit)
-
-for module in (KR, X, R):
-    module.run_kernel = spy
 chip = load_chip("h200_sxm")
-simulate_gemm(chip, m=1024, k=256, n=1024, dtype="bf16")
-prob, mapping = seen[0]
+prob, mapping = _cyclic_problem(chip, 1024, 256, 1024)
 KR.run_kernel_probed(chip, prob, mapping, False, operand_bases(prob), (KR.Probe(mapping.cores_used),))
-import os
 open(os.environ["SIM_TEST_KERNELS_COMPILED"], "w").close()
 """
 #: names the file the compile process writes when every kernel is in the cache
@@ -102,7 +95,8 @@ def _compile_kernels():
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-c", _COMPILE], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, "-c", _COMPILE, os.path.dirname(os.path.abspath(__file__))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 #: test modules that need no compiled kernel (configuration checks, bad input refused before

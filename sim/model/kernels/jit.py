@@ -199,14 +199,24 @@ else:
                     return None
                 time.sleep(0.05)
 
-    def _one_compile_at_a_time(compile_):
+    def _in_cache(dispatcher) -> bool:
+        """Whether the kernel's cache index exists (Numba writes it after the machine code,
+        atomically): then its first call only loads, and waits for nobody."""
+        try:
+            return os.path.exists(dispatcher._cache._cache_file._index_path)
+        except AttributeError:  # not a caching dispatcher, or a Numba that files it elsewhere
+            return False
+
+    def _one_compile_at_a_time(compile_, dispatcher=None):
         """``Dispatcher.compile`` (a kernel's first call with its argument types: compile,
         or load from the disk cache), holding the cache folder's lock for the outermost call
-        of this process; a kernel compiled as part of another (its callee) is inside it."""
+        of this process unless the kernel is already cached (a process that only loads does
+        not wait for one compiling another kernel); a kernel compiled as part of another
+        (its callee) is inside its caller's lock."""
         @functools.wraps(compile_)
         def compile(sig):
             with _compiling:
-                fh = _lock_file() if _depth[0] == 0 else None
+                fh = _lock_file() if _depth[0] == 0 and not _in_cache(dispatcher) else None
                 _depth[0] += 1
                 try:
                     return compile_(sig)
@@ -222,7 +232,7 @@ else:
             # Numba caches per process and keeps no lock: processes started together on an
             # empty cache (sweep workers, `sim validate -j N`, pytest-xdist) each compiled
             # every kernel, ~60 s of a core apiece
-            dispatcher.compile = _one_compile_at_a_time(dispatcher.compile)
+            dispatcher.compile = _one_compile_at_a_time(dispatcher.compile, dispatcher)
         return dispatcher
 
     def kernel(fn=None, **kwargs):
