@@ -36,3 +36,26 @@ def test_a_small_problem_on_a_huge_chip_uses_the_cores_its_work_allows():
     assert partitions(16384, 1, 1, 1) == [(1, 1, 1)]
     assert partitions(16384, 1, 2, 3) == [(1, 2, 3)]
     assert partitions(16384, 2, 2, 3) == [(2, 2, 3)]
+
+
+def test_the_splits_of_fewer_cores_follow_those_of_the_most():
+    """partitions_with_fewer_cores: partitions() first, then every split of each halving of
+    the most cores the work allows (U) and of the chip's P below U (where the work can be
+    split over exactly that many), down to one core; on
+    twice the cores it still offers every split the smaller chip had (doubling the cores
+    cannot take the smaller chip's mapping away)."""
+    from sim.model.mapper.tiling import _splits_of, partitions_with_fewer_cores
+    rng = random.Random(11)
+    for _ in range(500):
+        P = rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 24, 64])
+        args = (rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 3, 8, 64]), rng.choice([1, 2, 5, 8, 64]))
+        got = partitions_with_fewer_cores(P, *args)
+        head = partitions(P, *args)
+        assert got[:len(head)] == head
+        used = {pc * pm * pn for pc, pm, pn in got}
+        most = max(used)
+        assert used == {most} | {u for s in (most, P) for u in (s >> j for j in range(8))
+                                if 1 <= u < most and _splits_of(u, *args)}
+        assert all(s in _splits_of(s[0] * s[1] * s[2], *args) for s in got)
+        bigger = partitions_with_fewer_cores(2 * P, *args)
+        assert set(partitions(P, *args)) <= set(bigger), (P, args)

@@ -42,6 +42,7 @@ from sim.ir.lowered import TileProblem
 from sim.model.mapper.estimate import MemoryBudget, _sum_compute, _sum_compute_parts, _visits
 from sim.model.mapper.tiling import (_ceil, _reload_factor, _split, b_copies_group, block_ranges, block_traffic,
                                      block_traffic_parts, footprint_bytes, operand_pattern, partitions,
+                                     partitions_with_fewer_cores,
                                      pipeline_stages, tile_candidates, tile_sram_bytes, tiles_fit)
 from sim.model.memory.dram import stream_efficiency
 
@@ -196,7 +197,9 @@ def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Cand
     pool: list[_Entry] = []
     evaluated = 0
     orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
-    parts = [] if prob.distribution == "cyclic" else partitions(cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
+    # the splits of every core the work allows, then of fewer (halvings): see partitions_with_fewer_cores
+    parts = [] if prob.distribution == "cyclic" else partitions_with_fewer_cores(
+        cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
     for part in parts:
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
         # every loop order of the split at once: one row of est and traffic per order

@@ -64,18 +64,50 @@ def partitions(P: int, count: int, m_units: int, n_units: int, max_options: int 
     # trying every used <= P and every pm <= rest, without the O(P^2) walk (a 64^3 GEMM on
     # 16,384 cores spent 8 s here)
     for used in range(min(P, count * m_units * n_units), 0, -1):
-        found = []
-        for pc in range(1, min(used, count) + 1):
-            if used % pc:
-                continue
-            rest = used // pc
-            for pm in range(max(1, -(-rest // n_units)), min(rest, m_units) + 1):
-                if rest % pm:
-                    continue
-                found.append((pc, pm, rest // pm))
+        found = _splits_of(used, count, m_units, n_units)
         if found:
             return found[:max_options]
     return [(1, 1, 1)]
+
+
+def _splits_of(used: int, count: int, m_units: int, n_units: int) -> list[tuple[int, int, int]]:
+    """Every (instance, m, n) split of exactly ``used`` cores that fits the work."""
+    found = []
+    for pc in range(1, min(used, count) + 1):
+        if used % pc:
+            continue
+        rest = used // pc
+        for pm in range(max(1, -(-rest // n_units)), min(rest, m_units) + 1):
+            if rest % pm:
+                continue
+            found.append((pc, pm, rest // pm))
+    return found
+
+
+def partitions_with_fewer_cores(P: int, count: int, m_units: int, n_units: int,
+                                max_options: int = 24) -> list[tuple[int, int, int]]:
+    """:func:`partitions` (the most cores the work allows, U), then the splits of fewer
+    cores: every halving of U and of the chip's P below U, down to one core.
+
+    Spreading an op over every core is not always fastest: on a chip without a shared
+    cache, splitting m makes every core read all of B from DRAM (TPU v1 with two matrix
+    units ran a 512x1024x256 int8 GEMM at 0.57x the speed of one unit, which it could have
+    used alone).  A chip with twice the cores can always run the op on as many cores as
+    the smaller chip did, so with the halvings of P among the splits, doubling the cores
+    never leaves the mapper without the smaller chip's split (issue 12, "more of anything
+    never slows a run")."""
+    out = partitions(P, count, m_units, n_units, max_options)
+    most = out[0][0] * out[0][1] * out[0][2]
+    fewer = set()
+    for start in (most, P):
+        u = start
+        while u >= 1:
+            if u < most:
+                fewer.add(u)
+            u //= 2
+    for used in sorted(fewer, reverse=True):
+        out.extend(_splits_of(used, count, m_units, n_units)[:max_options])
+    return out
 
 
 def _split(total: int, parts: int, i: int) -> tuple[int, int]:
