@@ -59,3 +59,17 @@ def test_the_splits_of_fewer_cores_follow_those_of_the_most():
         assert all(s in _splits_of(s[0] * s[1] * s[2], *args) for s in got)
         bigger = partitions_with_fewer_cores(2 * P, *args)
         assert set(partitions(P, *args)) <= set(bigger), (P, args)
+
+
+def test_only_chips_without_a_kernel_library_place_ops_on_fewer_cores():
+    """A compiler may place an op on a subset of an NPU's cores; a library kernel's grid is
+    dealt over every SM by the hardware, so on a chip with a kernel library no op gets the
+    splits of fewer cores (TileProblem.fewer_cores, set by lower_op)."""
+    from sim.ir.ops import Gemm, VectorOp
+    from sim.model.engine.lower import Options, lower_op
+    from sim.spec.registry import load_chip
+    for name, expected in (("npu_128x128", True), ("tpu_v1", True), ("h200_sxm", False), ("a100_sxm4_80gb", False)):
+        chip = load_chip(name)
+        for op in (Gemm("g", 64, 1024, 1024, dtype="bf16" if name != "tpu_v1" else "int8"),
+                   VectorOp("add", "add", 1 << 20, 1.0, 1 << 21, 1 << 21)):
+            assert lower_op(chip, op, Options(), chip.cores.count).problem.fewer_cores is expected, (name, op)

@@ -117,6 +117,9 @@ class TileProblem:
     tile_menu_k: tuple[int, ...] | None = None
     fixed_k: int | None = None                   # the k tile, when the library fixes it
     distribution: str = "any"                    # any | block | cyclic
+    # a block split may use fewer cores than the chip has (a compiler places an op on the cores it
+    # picks); not on a chip with a kernel library, whose grids the hardware spreads over every core
+    fewer_cores: bool = True
     cluster: int = 1                             # cores sharing tile loads by multicast
     stages: int | None = None                    # tile buffers per operand (None: the chip's)
     # a kernel library that sizes its pipeline to fill shared memory: stages =

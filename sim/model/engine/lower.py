@@ -419,7 +419,12 @@ def lower_op(chip: ChipSpec, op, opts: Options, cores: int) -> LoweredOp:
     for cls in type(op).__mro__:
         lowering = LOWERINGS.get(cls)
         if lowering is not None:
-            return lowering(chip, op, opts, cores)
+            low = lowering(chip, op, opts, cores)
+            if getattr(chip, "mapping", None) is None:
+                return low
+            # a library kernel's grid is dealt over every SM by the hardware: no op of such a
+            # chip is placed on a subset of its cores (TileProblem.fewer_cores)
+            return dataclasses.replace(low, problem=dataclasses.replace(low.problem, fewer_cores=False))
     raise ShapeError(f"op '{getattr(op, 'name', op)}' of kind {type(op).__name__} is not simulated by the engine "
                      f"(it lowers {', '.join(sorted(t.__name__ for t in LOWERINGS))})")
 

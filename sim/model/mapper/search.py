@@ -197,8 +197,10 @@ def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Cand
     pool: list[_Entry] = []
     evaluated = 0
     orders = [prob.fixed_order] if prob.fixed_order else list(ORDERS)
-    # the splits of every core the work allows, then of fewer (halvings): see partitions_with_fewer_cores
-    parts = [] if prob.distribution == "cyclic" else partitions_with_fewer_cores(
+    # the splits of every core the work allows, then, where the op may be placed on fewer
+    # cores (TileProblem.fewer_cores), of fewer (halvings): see partitions_with_fewer_cores
+    split = partitions_with_fewer_cores if prob.fewer_cores else partitions
+    parts = [] if prob.distribution == "cyclic" else split(
         cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
     for part in parts:
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
