@@ -470,8 +470,8 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
             # one memory round trip - a second kernel cannot ask for its first partial sums
             # before it starts, so that latency is never hidden behind the first pass (left
             # out, a 128x2048x512 bf16 GEMM on h200_sxm with twice the HBM channels ranked
-            # 6- and 8-way splits 9 % ahead of the unsplit tile; their reduction alone took
-            # 1,362 cycles against 260 estimated, and the split ran 18 % slower than unsplit)
+            # 6- and 8-way splits 9 % ahead of the unsplit tile; the 8-way reduction alone took
+            # 1,362 cycles against 349 estimated, and the split ran 18 % slower than unsplit)
             seq = stream_efficiency(budget.dram, 1, 0) if budget.dram is not None else 1.0
             extra = (S * out_el * 4 + out_el * prob.layout.c) / (budget.dram_bytes_per_cycle * seq) \
                 + budget.latency_cycles
