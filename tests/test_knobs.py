@@ -22,7 +22,7 @@ Tolerances and why:
   rows/cols and cores on a compute-bound GEMM under ideal memory: the array's fill and
   drain (rows + cols cycles per fold) and tile quantisation do not scale; clock x2 on that
   GEMM: [1.98, 2.02] (cycles must not change at all under ideal memory).
-* "never slows": 1 % for bandwidth, channel, clock, core and L2-clock knobs (the known booking
+* "never slows": 1 % for bandwidth, channel, clock, core, array row/col and L2-clock knobs (the known booking
   effect: README > Known limitations, the one-pass FR-FCFS gives mixed read/write streams
   up to ~1 % phase effects for the same mapping); 5 % for SRAM and L2 capacity (more room
   can lead the mapper to a slightly slower mapping, up to ~4 % measured on decode GEMVs).
@@ -149,6 +149,10 @@ _XFAIL = {
     # SRAM read-to-use latency at 0, 10, 20, 23, 30 cycles cores x2 gives x0.991, 1.000, 0.991,
     # 0.979, 0.973 on a100_sxm4_80gb and x0.966, 1.004, 1.075, 1.075, 1.022 on blackwell_b200
     ("never-cores", "a100_sxm4_80gb"): "cores x2 makes a 16 MiB copy 2.1 % slower (x0.979)",
+    # SCALE-Sim's fold model pads every fold to the whole array, so the GEMV's 8 rows pay a
+    # 256-row tensor array's fill and drain (README, Every knob moves what it bounds; the
+    # knob search, validation/knob_monotonicity.py, finds 25 such array-size inversions)
+    ("never-rows", "blackwell_b200"): "rows x2 makes the 8x2048x2048 GEMV 3.8 % slower (x0.962)",
 }
 
 
@@ -236,7 +240,7 @@ def test_clock_moves_a_dram_bound_stream_only_by_its_on_chip_share(name):
 
 # ----------------------------------------------------------------------- never slower
 _TOL = {"pin": 0.01, "channels": 0.01, "clock": 0.01, "noc": 0.01, "cores": 0.01, "sram": 0.05, "l2": 0.05,
-        "l2_clock": 0.01}
+        "l2_clock": 0.01, "rows": 0.01, "cols": 0.01}
 
 
 @pytest.mark.parametrize("name,knob", _params(CHIPS, list(_TOL), prefix="never-"))
