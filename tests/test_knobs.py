@@ -55,10 +55,6 @@ def _chip(name: str):
     return load_chip(name)
 
 
-def _dtype(chip) -> str:
-    return "bf16" if any("bf16" in a.macs_per_pe_per_cycle for a in chip.cores.arrays) else "int8"
-
-
 def _dram_key(chip) -> str:
     return f"memory.levels.{chip.memory.dram.name}"
 
@@ -85,8 +81,9 @@ def _isolate(chip, keep: str) -> list[str]:
 
 
 def _load_script():
-    """validation/knob_monotonicity.py (its ``double_knob`` is the one override per knob that
-    both this suite and that seeded search over random ops use)."""
+    """validation/knob_monotonicity.py (its ``double_knob`` and ``gemm_dtype`` are the one
+    override per knob and the GEMM format that both this suite and that seeded search over
+    random ops use)."""
     path = Path(__file__).resolve().parents[1] / "validation" / "knob_monotonicity.py"
     spec = importlib.util.spec_from_file_location("knob_monotonicity", path)
     module = importlib.util.module_from_spec(spec)
@@ -94,7 +91,9 @@ def _load_script():
     return module
 
 
-_knob = _load_script().double_knob  # (chip, knob) -> the override that doubles knob on chip
+_SCRIPT = _load_script()
+_knob = _SCRIPT.double_knob  # (chip, knob) -> the override that doubles knob on chip
+_dtype = _SCRIPT.gemm_dtype  # chip -> the format its GEMMs here are in
 
 
 def _seconds(name: str, op, memory: str = "modeled", overrides: tuple = ()) -> float:

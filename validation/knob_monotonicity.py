@@ -68,11 +68,17 @@ def knobs_of(chip) -> list[str]:
     return [k for k in TOLERANCE if chip.memory.chip_srams or k not in ("l2", "l2_clock")]
 
 
+def gemm_dtype(chip) -> str:
+    """The format a GEMM is drawn in: bf16 where an array has it, else the first array's first."""
+    if any("bf16" in a.macs_per_pe_per_cycle for a in chip.cores.arrays):
+        return "bf16"
+    return next(iter(chip.cores.arrays[0].macs_per_pe_per_cycle))
+
+
 def draw_ops(chip, n_gemms: int, rng: random.Random) -> list:
     """``n_gemms`` GEMMs of random shape, a copy and an elementwise add (1-16 MiB)."""
     from sim.ir.ops import Copy, Gemm, VectorOp
-    fmt = next(iter(chip.cores.arrays[0].macs_per_pe_per_cycle))
-    dtype = "bf16" if any("bf16" in a.macs_per_pe_per_cycle for a in chip.cores.arrays) else fmt
+    dtype = gemm_dtype(chip)
     ops = [Gemm(f"gemm{i}", rng.choice([1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]),
                 rng.choice([256, 512, 1024, 2048, 4096]), rng.choice([256, 512, 1024, 2048, 4096]), dtype=dtype)
            for i in range(n_gemms)]
