@@ -85,6 +85,16 @@ class ArraySpec(_Spec):
     # (:meth:`overlaps_folds`) - a PE that holds two stationary words double-buffers; one
     # with no room for a second copy (or no register_file_bytes_per_pe stated) does not.
     fold_overlap: Optional[Flag] = None
+    # True: an edge fold (one that covers fewer rows or columns than the array has, e.g. a
+    # GEMV's 8 rows on a 128-row array) lasts as long as a full one - SCALE-Sim's schedule,
+    # and what a fixed-shape MMA instruction does (Hopper's wgmma always computes 64 rows,
+    # PTX ISA 8.x, wgmma.mma_async).  False: an edge fold spans only the rows and columns it
+    # uses - its stationary words load into the used rows and its inputs skew across the
+    # used columns only; a reduction's sums still travel the column's output path to the
+    # bottom edge (the PE reference's hardware, sim/model/reference/pe_array.py,
+    # trim_edge_folds).  Unused columns then cost nothing; a taller array still lengthens
+    # that output path, as it would in silicon.
+    pads_edge_folds: Flag = False
 
     @field_validator("dataflows")
     @classmethod

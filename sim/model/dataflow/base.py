@@ -79,6 +79,20 @@ class Dataflow:
         out = self._cycles(m_, k_, n_, R, C)
         return int(out) if scalar else out
 
+    def _trimmed_cycles(self, m: np.ndarray, k: np.ndarray, n: np.ndarray, R: np.ndarray, C: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def trimmed_compute_cycles(self, m: IntLike, k: IntLike, n: IntLike, rows: IntLike, cols: IntLike) -> IntLike:
+        """Stall-free duration when every edge fold spans only the rows and columns it uses
+        (a chip's ``pads_edge_folds: false``; docs/dataflows.md): the stationary load fills
+        the used rows, the stream skews across the used columns, and a reduction's sums
+        still take the output path to the bottom edge.  Equal to :meth:`compute_cycles` when
+        the problem fills the array, never longer; the PE reference with
+        ``trim_edge_folds`` runs exactly this schedule (tests/test_edge_folds.py)."""
+        (m_, k_, n_, R, C), scalar = as_dims(m=m, k=k, n=n, rows=rows, cols=cols)
+        out = self._trimmed_cycles(m_, k_, n_, R, C)
+        return int(out) if scalar else out
+
     def accesses(self, m: IntLike, k: IntLike, n: IntLike, rows: IntLike, cols: IntLike) -> dict[str, IntLike]:
         """Access counts in words, keyed as in :data:`sim.model.dataflow.ACCESS_FIELDS`."""
         (m_, k_, n_, R, C), scalar = as_dims(m=m, k=k, n=n, rows=rows, cols=cols)

@@ -55,6 +55,15 @@ class RowStationaryDataflow(Dataflow):
         L = self.spec.row_length
         return cdiv(k, R * L) * cdiv(n, C) * (R * L + L * m + R + C - 2)
 
+    def _trimmed_cycles(self, m, k, n, R, C):
+        # per fold: ur·L (load into the used rows) + L·m + (R - 1) (psum skew and output
+        # path) + (uc - 1); a fold's used rows are R, the last one's ceil(k_rem / L)
+        L = self.spec.row_length
+        cap = R * L
+        rf, cf = cdiv(k, cap), cdiv(n, C)
+        used_rows = k // cap * R + cdiv(k % cap, L)
+        return cf * L * used_rows + rf * n + rf * cf * (L * m + R - 2)
+
     def _values(self, m, k, n, R, C) -> dict[str, Any]:
         s = self.spec
         L = s.row_length

@@ -50,6 +50,14 @@ class SystolicDataflow(Dataflow):
         per = (R + C + T - 2) if not self.spec.reduction_on_rows else (2 * R + C + T - 2)
         return folds * per
 
+    def _trimmed_cycles(self, m, k, n, R, C):
+        # per fold: OS ur + uc + T - 2; WS/IS ur (load) + T + (R - 1) (skew and output path)
+        # + (uc - 1); summed over the folds, the used rows add up to Sr and the columns to Sc
+        Sr, Sc, T = self._extents(m, k, n)
+        rf, cf = cdiv(Sr, R), cdiv(Sc, C)
+        per_fold = (T - 2) if not self.spec.reduction_on_rows else (T + R - 2)
+        return cf * Sr + rf * Sc + rf * cf * per_fold
+
     def _values(self, m, k, n, R, C) -> dict[str, Any]:
         s = self.spec
         Sr, Sc, T = self._extents(m, k, n)

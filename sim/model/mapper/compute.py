@@ -33,6 +33,7 @@ class ArrayChoice:
     fold_overlap: bool = False   # next fold's stationary operand loads during the current fold
     sparse_speedup: float = 2.0  # dense-equivalent MACs per MAC slot when sparse_2_4
     sustained_fraction: float = 1.0  # share of the MAC slots kept busy while streaming (ArraySpec)
+    pads_edge_folds: bool = False    # an edge fold lasts as long as a full one (ArraySpec.pads_edge_folds)
 
     @property
     def k_per_pe_cycle(self) -> float:
@@ -75,7 +76,7 @@ def choose_array(chip: ChipSpec, rate_class: str, sparse_2_4: bool = False, data
         sp = bool(sparse_2_4 and arr.sparsity_2_4)
         cand = ArrayChoice(arr.name, arr.rows, arr.cols, arr.count, used_class, float(rate), sp, df,
                            arr.overlaps_folds(df, used_class), float(arr.sparse_2_4_speedup),
-                           float(arr.sustained_fraction))
+                           float(arr.sustained_fraction), bool(arr.pads_edge_folds))
         if best is None or _sustained_peak(cand) > _sustained_peak(best):
             best = cand
     if best is None:
@@ -136,9 +137,13 @@ def gemm_step_cycles(dataflow_model, choice: ArrayChoice, mt, nt, kt, split: str
         else:
             mt = -(-mt // choice.count)
     if not choice.fold_overlap:
-        cyc = np.asarray(dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols))
+        if choice.pads_edge_folds:
+            cyc = np.asarray(dataflow_model.compute_cycles(mt, kp, nt, choice.rows, choice.cols))
+        else:
+            cyc = np.asarray(dataflow_model.trimmed_compute_cycles(mt, kp, nt, choice.rows, choice.cols))
         return _sustained(cyc, choice), np.zeros_like(cyc)
-    step, tail = overlapped_parts(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
+    parts = overlapped_parts if choice.pads_edge_folds else trimmed_overlapped_parts
+    step, tail = parts(dataflow_model, mt, kp, nt, choice.rows, choice.cols)
     return _sustained(step, choice), tail
 
 
@@ -171,6 +176,67 @@ def overlapped_parts(dataflow_model, m, k, n, rows, cols):
     fill_drain = cpf - stream - load
     folds = np.asarray(rep.folds)
     return folds * np.maximum(stream, load), np.minimum(load, stream) + fill_drain
+
+
+def fold_classes(dataflow_model, m, k, n, rows, cols):
+    """A GEMM's folds as four classes of identical folds, each with the rows and columns it
+    uses, stacked on a new first axis (so one call of the dataflow's formula prices all four).
+
+    Along the array rows the extent mapped there (``spatial_rows``; ``k`` packed ``L`` words
+    a PE under row-stationary) splits into whole folds of ``rows`` (× L) and a remainder that
+    uses ``ceil(rem / L)`` rows; along the columns likewise.  Returns ``(m, k, n, R, C, folds,
+    live)``, each of shape ``(4,) + shape``, in fold order (full rows and columns, column
+    remainder, row remainder, both): the sub-problem whose folds are exactly that class's,
+    the rows and columns one of its folds uses, how many folds it has, and a 0/1 mask where
+    the class is empty (its dims then read 1, harmlessly)."""
+    spec = dataflow_model.spec
+    L = int(getattr(dataflow_model, "row_length", 1) or 1) if spec.is_row_stationary else 1
+    dims = {"m": np.asarray(m, dtype=np.int64), "k": np.asarray(k, dtype=np.int64),
+            "n": np.asarray(n, dtype=np.int64)}
+    *mkn, R, C = np.broadcast_arrays(dims["m"], dims["k"], dims["n"], np.asarray(rows, dtype=np.int64),
+                                     np.asarray(cols, dtype=np.int64))
+    dims = dict(zip("mkn", mkn))
+    er, ec = dims[spec.spatial_rows], dims[spec.spatial_cols]
+    r_full = er // (R * L) * (R * L)
+    c_full = ec // C * C
+    r_rem, c_rem = er - r_full, ec - c_full
+    # (extent, rows or columns used, folds) of the full and the remainder part, per axis
+    e_r = np.stack([r_full, r_full, r_rem, r_rem])
+    e_c = np.stack([c_full, c_rem, c_full, c_rem])
+    used_r = np.stack([R, R, -(-r_rem // L), -(-r_rem // L)])
+    used_c = np.stack([C, c_rem, C, c_rem])
+    folds = np.stack([r_full // (R * L), r_full // (R * L), np.ones_like(R), np.ones_like(R)]) \
+        * np.stack([c_full // C, np.ones_like(C), c_full // C, np.ones_like(C)])
+    live = ((e_r > 0) & (e_c > 0)).astype(np.int64)
+    out = {d: np.broadcast_to(v, e_r.shape) for d, v in dims.items()}
+    out[spec.spatial_rows] = np.where(live > 0, e_r, 1)
+    out[spec.spatial_cols] = np.where(live > 0, e_c, 1)
+    return (out["m"], out["k"], out["n"], np.where(live > 0, np.maximum(used_r, 1), 1),
+            np.where(live > 0, np.maximum(used_c, 1), 1), folds * live, live)
+
+
+def _output_path_cycles(dataflow_model, rows, used_rows):
+    """Cycles a fold's results spend below its last used row: under a reduction down the
+    columns (WS, IS, RS) the bottom used PE's sums travel the column's output path to the
+    array's bottom edge, one row a cycle (the PE reference's output path); an
+    output-stationary PE writes its result where it is."""
+    if not dataflow_model.spec.reduction_on_rows:
+        return 0
+    return np.asarray(rows, dtype=np.int64) - used_rows
+
+
+def trimmed_overlapped_parts(dataflow_model, m, k, n, rows, cols):
+    """:func:`overlapped_parts` with edge folds trimmed to the rows and columns they use:
+    each class of folds streams behind the next one's stationary load (``max(stream,
+    load)`` a fold, its load that of the rows it uses), and the chain's tail is that of
+    its last fold - the last non-empty class in fold order - with the output path below
+    its rows."""
+    cm, ck, cn, R, C, _folds, live = fold_classes(dataflow_model, m, k, n, rows, cols)
+    step, tail = overlapped_parts(dataflow_model, cm, ck, cn, R, C)
+    tail = np.asarray(tail + _output_path_cycles(dataflow_model, rows, R), dtype=np.int64)
+    last = 3 - np.argmax(live[::-1], axis=0)            # the last live class
+    return ((live * step).sum(axis=0),
+            np.take_along_axis(tail, last[np.newaxis], axis=0)[0])
 
 
 def vector_cycles(chip: ChipSpec, ops) -> np.ndarray:

@@ -24,7 +24,9 @@ What it simulates (docs/dataflows.md has the pictures):
 
 Edge folds are padded the way SCALE-Sim pads them: positions outside the problem carry
 bubbles that take time but do no work and touch no storage, so every fold lasts as long as
-a full one.  A fold ends with its last output slot (the bottom-right PE finishing its last
+a full one.  With ``trim_edge_folds`` (a chip's ``pads_edge_folds: false``) an edge fold
+loads and streams through only the rows and columns it uses, and a reduction's sums still
+take the output path to the bottom edge.  A fold ends with its last output slot (the bottom-right PE finishing its last
 token); folds run back to back.
 
 Every SRAM read/write and every register-file read/write of a real word is counted, with
@@ -91,8 +93,13 @@ def _stationary_slot(i: int, l: int, k0: int, ku: int, L: int) -> Optional[int]:
 
 
 def simulate_gemm(dataflow: str | Dataflow, A: np.ndarray, B: np.ndarray, rows: int, cols: int,
-                  **options: Any) -> ReferenceResult:
-    """Simulate C = A·B PE by PE under ``dataflow`` (name or model; ``options`` e.g. row_length)."""
+                  trim_edge_folds: bool = False, **options: Any) -> ReferenceResult:
+    """Simulate C = A·B PE by PE under ``dataflow`` (name or model; ``options`` e.g. row_length).
+
+    ``trim_edge_folds``: an edge fold loads and streams through only the rows and columns
+    it uses instead of carrying padding bubbles through the whole array (a chip's
+    ``pads_edge_folds: false``); a reduction's sums still take the output path down to the
+    bottom edge.  Counts are the same either way (bubbles count nothing)."""
     df = get_dataflow(dataflow, **options)
     A, B = _check_matrices(A, B, rows, cols)
     R, C = int(rows), int(cols)
@@ -102,9 +109,9 @@ def simulate_gemm(dataflow: str | Dataflow, A: np.ndarray, B: np.ndarray, rows: 
     cnt = _Counts()
     if not spec.reduction_on_rows:
         if spec.spatial_rows == "m":
-            out, fc, macs = _run_output_stationary(A, B, R, C, "input", "weight", cnt)
+            out, fc, macs = _run_output_stationary(A, B, R, C, "input", "weight", cnt, trim=trim_edge_folds)
         else:
-            out_t, fc, macs = _run_output_stationary(B.T, A.T, R, C, "weight", "input", cnt)
+            out_t, fc, macs = _run_output_stationary(B.T, A.T, R, C, "weight", "input", cnt, trim=trim_edge_folds)
             out = out_t.T
         return ReferenceResult(np.array(out.tolist(), dtype=np.int64) if _all_int(out) else out,
                                sum(fc), fc, macs, cnt.result())
@@ -140,7 +147,8 @@ def simulate_gemm(dataflow: str | Dataflow, A: np.ndarray, B: np.ndarray, rows: 
             folds.append(_Fold(T, weight, inp, out_addr))
     sram: dict[Any, Any] = {}
     fc, macs = _run_reduction(folds, R, C, L, stat=stat, stream=stream, weight_delivery="column_shift",
-                              input_delivery="row_systolic", window=1, cnt=cnt, sram_out=sram)
+                              input_delivery="row_systolic", window=1, cnt=cnt, sram_out=sram,
+                              trim=trim_edge_folds)
     out = np.zeros((T, Sc), dtype=object)
     for (t, c), v in sram.items():
         out[t, c] = v

@@ -39,18 +39,21 @@ _CYCLE_CAP = 5_000_000
 # --------------------------------------------------------------------------- output-stationary
 
 
-def _run_output_stationary(Xr: np.ndarray, Xc: np.ndarray, R: int, C: int,
-                           row_name: str, col_name: str, cnt: _Counts) -> tuple[np.ndarray, list[int], int]:
-    """OS on an R×C array: out[Sr×Sc] = Xr[Sr×T] · Xc[T×Sc]."""
+def _run_output_stationary(Xr: np.ndarray, Xc: np.ndarray, R_array: int, C_array: int,
+                           row_name: str, col_name: str, cnt: _Counts,
+                           trim: bool = False) -> tuple[np.ndarray, list[int], int]:
+    """OS on an R×C array: out[Sr×Sc] = Xr[Sr×T] · Xc[T×Sc].  ``trim``: an edge fold runs
+    on the rows and columns it uses only (no padding bubbles)."""
     Sr, T = Xr.shape
     Sc = Xc.shape[1]
     out = np.zeros((Sr, Sc), dtype=object)
     fold_cycles: list[int] = []
     macs = 0
-    for fc in range(-(-Sc // C)):
-        for fr in range(-(-Sr // R)):
-            r0, c0 = fr * R, fc * C
-            ur, uc = min(R, Sr - r0), min(C, Sc - c0)
+    for fc in range(-(-Sc // C_array)):
+        for fr in range(-(-Sr // R_array)):
+            r0, c0 = fr * R_array, fc * C_array
+            ur, uc = min(R_array, Sr - r0), min(C_array, Sc - c0)
+            R, C = (ur, uc) if trim else (R_array, C_array)
             a = _grid(R, C)      # (t, value | None) in each PE's row-operand register
             b = _grid(R, C)      # (t, value | None) in each PE's column-operand register
             acc = _grid(R, C)
@@ -159,8 +162,16 @@ class _ReductionFold:
     """
 
     def __init__(self, fold: _Fold, R: int, C: int, L: int, *, stat: str, stream: str, input_delivery: str,
-                 window: int, cnt: _Counts, sram_out: dict[Any, Any]) -> None:
+                 window: int, cnt: _Counts, sram_out: dict[Any, Any], trim: bool = False) -> None:
         self.fold, self.R, self.C, self.L = fold, R, C, L
+        # trim: the stationary load fills only the rows that hold a word, and control tokens
+        # run only in those rows and in the columns that hold one (no padding bubbles); the
+        # results still take the output path to the bottom edge
+        self.rows_used, self.cols_used = R, C
+        if trim:
+            used = [(i, j) for i in range(R) for j in range(C) for l in range(L) if fold.weight(i, j, l) is not None]
+            self.rows_used = max(i for i, _ in used) + 1
+            self.cols_used = max(j for _, j in used) + 1
         self.stat, self.stream, self.input_delivery = stat, stream, input_delivery
         self.cnt, self.sram_out = cnt, sram_out
         self.wrf = [[[None] * L for _ in range(C)] for _ in range(R)]
@@ -171,9 +182,9 @@ class _ReductionFold:
         self.outreg = _grid(R, C)                    # (t, value) for the PE below
         self.pending: list[tuple[int, Any, Any]] = []   # (cycle, address, value) on the output path
         self.valid_pe: list[list[bool]] = _grid(R, C, False)
-        self.load_cycles = R * L
+        self.load_cycles = self.rows_used * L
         self.last_slot = -1
-        self.order = [(i, l) for i in range(R - 1, -1, -1) for l in range(L)]   # deepest PE first
+        self.order = [(i, l) for i in range(self.rows_used - 1, -1, -1) for l in range(L)]   # deepest PE first
 
     # ---- stationary load
 
@@ -239,8 +250,8 @@ class _ReductionFold:
         R, C, L, T = self.R, self.C, self.L, self.fold.T
         tok, wrf, valid_pe, cnt, stream = self.tok, self.wrf, self.valid_pe, self.cnt, self.stream
         new = _grid(R, C)
-        for i in range(R):
-            for j in range(C - 1, 0, -1):
+        for i in range(self.rows_used):
+            for j in range(self.cols_used - 1, 0, -1):
                 tk = tok[i][j - 1]
                 if tk is not None and tk[2] is not None:
                     if valid_pe[i][j] and wrf[i][j][tk[1]] is not None:
@@ -364,13 +375,14 @@ class _ReductionFold:
 
 def _run_reduction(folds: list[_Fold], R: int, C: int, L: int, *, stat: str, stream: str,
                    weight_delivery: str, input_delivery: str, window: int,
-                   cnt: _Counts, sram_out: dict[Any, Any]) -> tuple[list[int], int]:
-    """Run the folds back to back; results land in ``sram_out`` (address -> value)."""
+                   cnt: _Counts, sram_out: dict[Any, Any], trim: bool = False) -> tuple[list[int], int]:
+    """Run the folds back to back; results land in ``sram_out`` (address -> value).
+    ``trim``: edge folds use only their rows and columns (see :class:`_ReductionFold`)."""
     fold_cycles: list[int] = []
     macs = 0
     for fold in folds:
         f = _ReductionFold(fold, R, C, L, stat=stat, stream=stream, input_delivery=input_delivery,
-                           window=window, cnt=cnt, sram_out=sram_out)
+                           window=window, cnt=cnt, sram_out=sram_out, trim=trim)
         cycle = 0
         while True:
             if cycle > _CYCLE_CAP:
@@ -387,7 +399,7 @@ def _run_reduction(folds: list[_Fold], R: int, C: int, L: int, *, stat: str, str
             busy, n = f.run_pes(cycle)
             macs += n
             f.retire_outputs(cycle)
-            if not busy and not f.pending and cycle >= f.load_cycles + fold.T * L + R - 1:
+            if not busy and not f.pending and cycle >= f.load_cycles + fold.T * L + f.rows_used - 1:
                 break
             cycle += 1
         fold_cycles.append(f.last_slot + 1)
