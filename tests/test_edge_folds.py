@@ -122,3 +122,16 @@ def test_more_columns_never_slow_a_gemm_on_a_systolic_chip(name):
     for op in gemms:
         base, doubled = simulate(chip, op).seconds, simulate(wide, op).seconds
         assert base / doubled >= 0.99, (op, base / doubled)
+
+
+def test_sim_show_states_the_fold_schedule_a_study_depends_on():
+    """The two schedule defaults that can decide a study (fold overlap, derived or stated,
+    and edge-fold padding) are in ``sim show`` and its JSON, as the engine uses them."""
+    from sim.apps.single_op import chip_summary
+    tpu = chip_summary("tpu_v1")["arrays"][0]
+    assert tpu["fold_overlap"] and tpu["fold_overlap_derived"] and not tpu["pads_edge_folds"]
+    npu = chip_summary("npu_128x128")["arrays"][0]
+    assert not npu["fold_overlap"] and not npu["pads_edge_folds"]
+    gpu = chip_summary("h200_sxm")["arrays"][0]
+    assert gpu["fold_overlap"] and not gpu["fold_overlap_derived"] and gpu["pads_edge_folds"]
+    assert chip_summary("scalesim_32x32")["arrays"][0]["pads_edge_folds"]

@@ -129,7 +129,12 @@ def chip_summary(chip: ChipSpec | str) -> dict:
     arrays = [{"name": a.name, "rows": a.rows, "cols": a.cols, "count": a.count,
                "macs_per_pe_per_cycle": dict(a.macs_per_pe_per_cycle), "dataflows": list(a.dataflows),
                "default_dataflow": a.default_dataflow, "sparsity_2_4": bool(a.sparsity_2_4),
-               "same_units_as": a.same_units_as} for a in chip.cores.arrays]
+               "same_units_as": a.same_units_as,
+               # the two schedule defaults a study can hinge on, as the engine will use them
+               # (fold overlap for the default dataflow and the array's first format)
+               "fold_overlap": a.overlaps_folds(a.default_dataflow, next(iter(a.macs_per_pe_per_cycle))),
+               "fold_overlap_derived": a.fold_overlap is None,
+               "pads_edge_folds": bool(a.pads_edge_folds)} for a in chip.cores.arrays]
     library = chip.kernel_library or ("inline" if chip.mapping is not None else None)
     mems = []
     for lv in chip.memory.levels:

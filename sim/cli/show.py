@@ -32,6 +32,10 @@ def run(args) -> int:
         print(f"  array {a['name']}: {a['count']} x {a['rows']}x{a['cols']} per core, MACs/PE/cycle: {rates}; "
               f"dataflows {', '.join(a['dataflows'])} (default {a['default_dataflow']})"
               + ("; 2:4 sparsity" if a["sparsity_2_4"] else ""))
+        overlap = "folds overlap (stationary operand double-buffered)" if a["fold_overlap"] else \
+            "every fold pays its own fill and drain"
+        print(f"    {overlap}{' (derived from the register file)' if a['fold_overlap_derived'] else ''}; "
+              f"edge folds {'padded to the whole array' if a['pads_edge_folds'] else 'span the PEs they use'}")
     print("\nmemories (inner to outer):")
     print_table(info["memories"])
     print("\npeaks and ridge points (FLOP per DRAM byte at which compute and DRAM time are equal):")
