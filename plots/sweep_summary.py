@@ -129,7 +129,8 @@ def main(argv=None) -> int:
           f"{100 * lo_hi.min():+.1f} % .. {100 * lo_hi.max():+.1f} %")
 
     t = args.batch
-    print(f"\nweight-stationary fold at T = {t} tokens: 2R + C + T - 2 cycles, T of them streaming:")
+    print(f"\nweight-stationary full fold at T = {t} tokens: 2R + C + T - 2 cycles, T of them streaming "
+          "(an edge fold spans only the rows and columns it uses, docs/dataflows.md):")
     for a in arrays:
         cyc = 2 * a + a + t - 2
         print(f"  {a:4g}x{a:<4g} {cyc:5.0f} cycles per fold, {100 * t / cyc:4.1f} % streaming")
