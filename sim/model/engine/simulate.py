@@ -54,8 +54,16 @@ def _work(op) -> float:
 def _simulate_alone(chip: ChipSpec, question: tuple) -> OpResult:
     """One op on a thread of :func:`simulate_ops`' pool: its candidate mappings one after
     another, since the pool keeps every thread busy already (at most :func:`threads` engine
-    runs at once, never that number squared)."""
+    runs at once, one more while a leading op runs - :func:`_simulate_leading` - never that
+    number squared)."""
     with threads_limited(1):
+        return simulate_op(chip, *question)
+
+
+def _simulate_leading(chip: ChipSpec, question: tuple, n: int) -> OpResult:
+    """The op that outweighs all the others of :func:`simulate_ops` together, its candidate
+    mappings on ``n`` threads."""
+    with threads_limited(n):
         return simulate_op(chip, *question)
 
 
@@ -63,7 +71,8 @@ def simulate_ops(chip: ChipSpec, questions: Iterable[tuple[object, Options]], wo
                  done: Callable[[], None] | None = None) -> list[OpResult]:
     """:func:`simulate_op` of each (op, options) of ``questions``, in their order; the
     distinct ones simulated on ``workers`` threads (default :func:`threads`), the largest
-    first.  ``done`` is called once per distinct question answered (a progress bar)."""
+    first, and one that outweighs all the others together with its candidates on two of them.
+    ``done`` is called once per distinct question answered (a progress bar)."""
     questions = list(questions)
     distinct = list(dict.fromkeys(questions))
     workers = threads() if workers is None else max(1, int(workers))
@@ -75,9 +84,20 @@ def simulate_ops(chip: ChipSpec, questions: Iterable[tuple[object, Options]], wo
                 done()
     else:
         order = sorted(distinct, key=lambda q: -_work(q[0]))
-        pool = ThreadPoolExecutor(max_workers=min(workers, len(order)), thread_name_prefix="sim-op")
+        lead = None
+        if _work(order[0][0]) > sum(_work(q[0]) for q in order[1:]):
+            # one op outweighs all the others together (a decode step's lm_head: 8.4 of 12
+            # GFLOP of a Llama-3-8B step): on one pool thread it would be the critical path,
+            # its candidates one after another, so it gets two threads for its candidates
+            # (sim.model.engine.run) beside a pool one thread smaller
+            lead, order = order[0], order[1:]
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(order) + (lead is not None)),
+                                  thread_name_prefix="sim-op")
         try:
-            futures = {pool.submit(_simulate_alone, chip, q): q for q in order}
+            futures = {}
+            if lead is not None:
+                futures[pool.submit(_simulate_leading, chip, lead, min(2, workers))] = lead
+            futures.update({pool.submit(_simulate_alone, chip, q): q for q in order})
             for future in as_completed(futures):
                 answers[futures[future]] = future.result()
                 if done is not None:
