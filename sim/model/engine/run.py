@@ -502,6 +502,16 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
             if len(kept) < top and c[2].tile_k not in ks:
                 kept.append(c)
                 ks.add(c[2].tile_k)
+        # then tile shapes not yet taken (a shape the band holds on another split reads its
+        # operands in the same pattern: on eyeriss with two cores a 64x28x256 tile on one and
+        # on two cores filled a large problem's two places, and 8x64x256, which the one-core
+        # chip simulated and won with, 12 % faster, was not run), then the rest
+        shapes = {(c[2].tile_m, c[2].tile_n, c[2].tile_k) for c in kept}
+        for c in band[1:]:
+            shape = (c[2].tile_m, c[2].tile_n, c[2].tile_k)
+            if len(kept) < top and c not in kept and shape not in shapes:
+                kept.append(c)
+                shapes.add(shape)
         kept += [c for c in band[1:] if c not in kept][:top - len(kept)]
         return kept
     out.sort(key=lambda c: c[0])
