@@ -187,8 +187,9 @@ def test_an_op_that_outweighs_the_rest_gets_two_threads_for_its_candidates(cold,
     2026-12-07).  The answers are those of one thread."""
     import sim.model.engine.simulate as S
     led = []
-    real = S._simulate_leading
-    monkeypatch.setattr(S, "_simulate_leading", lambda chip, q, n: led.append((q[0].name, n)) or real(chip, q, n))
+    real = S._simulate_alone
+    monkeypatch.setattr(S, "_simulate_alone",
+                        lambda chip, q, n=1: (led.append((q[0].name, n)) if n > 1 else None) or real(chip, q, n))
     chip = sim.load_chip("npu_128x128")
     ops = [(Gemm("lm_head", m=8, n=49152, k=2048), Options())] + [_ops()[i] for i in (2, 3)]
     one = simulate_ops(chip, ops, workers=1)

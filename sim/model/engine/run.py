@@ -497,21 +497,17 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
                 band.append(c)
         if not band:
             return out[:1]
-        kept, ks = band[:1], {band[0][2].tile_k}
-        for c in band[1:]:
-            if len(kept) < top and c[2].tile_k not in ks:
-                kept.append(c)
-                ks.add(c[2].tile_k)
         # then tile shapes not yet taken (a shape the band holds on another split reads its
         # operands in the same pattern: on eyeriss with two cores a 64x28x256 tile on one and
         # on two cores filled a large problem's two places, and 8x64x256, which the one-core
         # chip simulated and won with, 12 % faster, was not run), then the rest
-        shapes = {(c[2].tile_m, c[2].tile_n, c[2].tile_k) for c in kept}
-        for c in band[1:]:
-            shape = (c[2].tile_m, c[2].tile_n, c[2].tile_k)
-            if len(kept) < top and c not in kept and shape not in shapes:
-                kept.append(c)
-                shapes.add(shape)
+        kept = band[:1]
+        for key in (lambda m: m.tile_k, lambda m: (m.tile_m, m.tile_n, m.tile_k)):
+            seen = {key(c[2]) for c in kept}
+            for c in band[1:]:
+                if len(kept) < top and c not in kept and key(c[2]) not in seen:
+                    kept.append(c)
+                    seen.add(key(c[2]))
         kept += [c for c in band[1:] if c not in kept][:top - len(kept)]
         return kept
     out.sort(key=lambda c: c[0])

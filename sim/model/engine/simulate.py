@@ -51,18 +51,11 @@ def _work(op) -> float:
     return 0.0
 
 
-def _simulate_alone(chip: ChipSpec, question: tuple) -> OpResult:
-    """One op on a thread of :func:`simulate_ops`' pool: its candidate mappings one after
-    another, since the pool keeps every thread busy already (at most :func:`threads` engine
-    runs at once, one more while a leading op runs - :func:`_simulate_leading` - never that
-    number squared)."""
-    with threads_limited(1):
-        return simulate_op(chip, *question)
-
-
-def _simulate_leading(chip: ChipSpec, question: tuple, n: int) -> OpResult:
-    """The op that outweighs all the others of :func:`simulate_ops` together, its candidate
-    mappings on ``n`` threads."""
+def _simulate_alone(chip: ChipSpec, question: tuple, n: int = 1) -> OpResult:
+    """One op on a thread of :func:`simulate_ops`' pool, its candidate mappings on ``n``
+    threads: one after another (1), since the pool keeps every thread busy already (at most
+    :func:`threads` engine runs at once, one more while an op that outweighs all the others
+    has two - never that number squared)."""
     with threads_limited(n):
         return simulate_op(chip, *question)
 
@@ -83,9 +76,10 @@ def simulate_ops(chip: ChipSpec, questions: Iterable[tuple[object, Options]], wo
             if done is not None:
                 done()
     else:
-        order = sorted(distinct, key=lambda q: -_work(q[0]))
+        work = {q: _work(q[0]) for q in distinct}
+        order = sorted(distinct, key=lambda q: -work[q])
         lead = None
-        if _work(order[0][0]) > sum(_work(q[0]) for q in order[1:]):
+        if work[order[0]] > sum(work[q] for q in order[1:]):
             # one op outweighs all the others together (a decode step's lm_head: 8.4 of 12
             # GFLOP of a Llama-3-8B step): on one pool thread it would be the critical path,
             # its candidates one after another, so it gets two threads for its candidates
@@ -96,7 +90,7 @@ def simulate_ops(chip: ChipSpec, questions: Iterable[tuple[object, Options]], wo
         try:
             futures = {}
             if lead is not None:
-                futures[pool.submit(_simulate_leading, chip, lead, min(2, workers))] = lead
+                futures[pool.submit(_simulate_alone, chip, lead, min(2, workers))] = lead
             futures.update({pool.submit(_simulate_alone, chip, q): q for q in order})
             for future in as_completed(futures):
                 answers[futures[future]] = future.result()

@@ -234,14 +234,12 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     shape = (len(orders), len(MT))
     # the busiest core bounds compute; an output tile left between its k-steps pays
     # its array's fill/drain (tail) at every visit
-    comp_share = []
-    parts = []   # (step cycles, tail cycles, tail events) of each share, for the pipeline below
+    parts = []   # (step cycles, tail cycles, output tiles, tail events) of each share
     for (cnt, mm, nn), _ in shares:
         steps_c, tails_c = _sum_compute_parts(prob, MT, NT, KT, mm, nn, prob.k, cnt)
         visits = _visits(prob, orders, MT, NT, KT, mm, nn, prob.k)
         tiles = cnt * np.ceil(mm / MT) * np.ceil(nn / NT)
-        comp_share.append((steps_c + tails_c * visits, tiles))
-        parts.append((steps_c, tails_c * visits, tiles * visits))
+        parts.append((steps_c, tails_c * visits, tiles, tiles * visits))
     rd = np.zeros(shape)
     wr = np.zeros(shape)
     dram_time = np.zeros(shape)
@@ -262,10 +260,10 @@ def _block_estimate(prob: TileProblem, mem: MemoryBudget, cand: _Candidates, ord
     # (at the core's share of the DRAM rate, as in _cyclic_entries)
     exposure = _short_step_exposure(prob, mem, cand, core_bw)
     comp_max = np.zeros(shape)
-    for comp, tiles in comp_share:
-        comp_max = np.maximum(comp_max, comp + tiles * exposure)
+    for steps_c, tails, tiles, _ in parts:
+        comp_max = np.maximum(comp_max, steps_c + tails + tiles * exposure)
     per_core_max = np.zeros(shape)
-    for (cnt, mm, nn, moved), (steps_c, tails, events) in zip(classes, parts):
+    for (cnt, mm, nn, moved), (steps_c, tails, _, events) in zip(classes, parts):
         steps = cnt * np.ceil(mm / MT) * np.ceil(nn / NT) * np.ceil(prob.k / KT)
         # double buffering keeps at most `buffers` steps' loads in flight, so each
         # step costs at least (latency + its bytes / bandwidth) / buffers
