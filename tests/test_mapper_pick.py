@@ -10,7 +10,7 @@ from sim.ir.ops import Gemm
 from sim.model.engine.extrapolate import extrapolation_plan
 from sim.model.engine.kernel_run import run_kernel
 from sim.model.engine.lower import FIDELITY, Options, lower_op, memory_budget
-from sim.model.engine.run import _candidates, distinct_k_tiles_first, simulate_op_at_clock
+from sim.model.engine.run import _candidates, distinct_k_tiles_first, diverse_band, simulate_op_at_clock
 from sim.model.mapper.search import RANK_TIE, search_top
 from sim.spec.registry import load_chip
 
@@ -118,12 +118,52 @@ def test_candidates_of_a_kernel_list_with_two_k_tiles_lead_with_one_of_each():
     from types import SimpleNamespace as NS
     ranked = [(est, None, NS(tile_k=kt), 1) for est, kt in ((1.0, 32), (1.1, 32), (1.2, 32), (1.3, 64))]
     assert [c[2].tile_k for c in distinct_k_tiles_first(ranked)] == [32, 64, 32, 32]
-    # one k tile (h200_sxm's wgmma list): the estimate's order, untouched
+    # one k tile (h200_sxm's wgmma list): the band in the estimate's order, untouched, then
+    # the extra kinds it lacks (diverse_band)
     h200 = load_chip("h200_sxm")
     lw = lower_op(h200, op, Options(), h200.cores.count)
     budget = memory_budget(h200, False)
     got = _candidates(h200, lw, h200.cores.count, budget, 4, False)
-    assert [c[0] for c in got] == sorted(c[0] for c in got)
+    assert [c[0] for c in got[:4]] == sorted(c[0] for c in got[:4])
+
+
+def test_a_library_band_adds_the_kinds_it_lacks():
+    """On a chip with a kernel library the band is the four best estimates (each k tile's
+    best first), as before, plus the best tile of up to two kinds - (count of SMs used,
+    orientation) - it lacks: four near-equal estimates are often four tiles of one kind, and
+    the estimate tells least exactly how those compare with a tile that fills every SM, or
+    with their transposes.  The band itself is unchanged, so at a given clock no op gets slower."""
+    from types import SimpleNamespace as NS
+
+    def ranked(rows):
+        return [(1.0 + i / 100, None, NS(tile_k=k, cores_used=u, tile_m=tm, tile_n=tn), 1)
+                for i, (k, u, tm, tn) in enumerate(rows)]
+    # h100_sxm 64x512x2048 at 1980 MHz, as the estimate ranked it
+    near = ranked([(64, 64, 32, 64), (64, 64, 40, 64), (64, 64, 48, 64), (64, 43, 64, 48),
+                   (64, 52, 64, 40), (64, 64, 64, 32), (64, 86, 64, 24)])
+    band = diverse_band(near, near, 4, 2)
+    assert [(c[2].tile_m, c[2].tile_n) for c in band] == [(32, 64), (40, 64), (48, 64), (64, 48), (64, 40), (64, 32)]
+    assert diverse_band(near, near, 4, 0) == distinct_k_tiles_first(near[:4])
+    # the band comes from each split's best (head); the extra kinds from every near mapping
+    assert [c[2].tile_n for c in diverse_band(near[:2], near, 2, 1)] == [64, 64, 48]
+
+
+@pytest.mark.parametrize("name,shape,knob", [
+    # the band held only 64-SM tiles once the channels doubled; 64x64 on 108 SMs is faster
+    ("a100_sxm4_80gb", (1024, 512, 1024), "memory.levels.hbm2e.channels=80"),
+    # at its boost-capped clock the band held three 64-SM tiles wider than tall and a 43-SM
+    # one; 64x32 on 64 SMs (a kind of its own: taller than wide) is faster
+    ("h100_sxm", (64, 512, 2048), "clock_mhz=3300"),
+])
+def test_more_bandwidth_or_clock_never_slows_a_library_gemm(name, shape, knob):
+    """Issue 12's invariant where the knob search (validation/knob_monotonicity.py) found
+    the library band missing the tile that fills the chip: doubling the HBM channels or the
+    clock (capped by the boost clock on h100_sxm) leaves the op no slower."""
+    from sim.apps.single_op import simulate
+    op = Gemm("g", *shape, dtype="bf16")
+    base = simulate(load_chip(name), op).seconds
+    more = simulate(load_chip(name, [knob]), op).seconds
+    assert more <= base * 1.001
 
 
 def test_an_unsteady_winner_runs_in_full_before_it_may_win(monkeypatch):

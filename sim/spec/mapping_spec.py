@@ -113,7 +113,8 @@ class MappingSpec(_Spec):
     pipeline_fill_bytes: Optional[_int(1, 1 << 40)] = None
     pipeline_max_stages: _int(2, 16) = 16
     pipeline_fill_arrays: Optional[tuple[str, ...]] = None
-    # the mapper's best few candidates (by its analytic estimate) are simulated and the
+    # the mapper's best few candidates (by its analytic estimate; with the best of up to two
+    # kinds of tile they lack, sim.model.engine.run.diverse_band) are simulated and the
     # fastest kept, as a kernel library's autotuner picks among its kernels
     refine_candidates: _int(1, 16) = 1
     # when the library's fused attention splits the keys over cores (split-KV /

@@ -449,6 +449,7 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
     if ms is not None and isinstance(lowered, LoweredGemm) and not ideal:
         menu = tuple(split_menu or ms.array_split_k.get(lowered.array, ms.split_k))
     out = []
+    head = set()   # ids of each split's `top` best (search_top's order): the band's pool
     error = None
     # streams have no array (and no per-kernel threads: blocks_sharing_cores ignores lanes)
     lanes = lowered.lanes() if isinstance(lowered, LoweredOnArray) else 1
@@ -458,8 +459,9 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
         p = group if S == 1 else dataclasses.replace(group, count=prob.count * S, k=-(-prob.k // S),
                                                       layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
         try:
-            # loop orders of a tile come in pairs that the estimate cannot tell apart
-            maps = search_top(p, cores * blocks, budget.shared_by(blocks), top if tie is None else 6 * top)
+            # loop orders of a tile come in pairs that the estimate cannot tell apart; on a
+            # library chip the band takes its extra kinds from beyond each split's `top`
+            maps = search_top(p, cores * blocks, budget.shared_by(blocks), 6 * top)
         except MappingError as exc:
             error = exc
             continue
@@ -477,7 +479,10 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
                 + budget.latency_cycles
             if chip.runtime is not None:
                 extra += chip.runtime.op_launch_overhead_ns * chip.clock_hz / 1e9
-        out.extend((m.estimated_cycles + extra, p, m, S) for m in maps)
+        for rank, m in enumerate(maps):
+            out.append((m.estimated_cycles + extra, p, m, S))
+            if rank < top:
+                head.add(id(out[-1]))
     if want is not None:
         return [c for c in out if mapping_key(c[2], c[3]) == want][:1]
     if not out:
@@ -512,7 +517,49 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
         return kept
     out.sort(key=lambda c: c[0])
     # only candidates the estimate cannot tell apart are worth simulating
-    return distinct_k_tiles_first([c for c in out[:top] if c[0] <= out[0][0] * REFINE_WITHIN])
+    heads = [c for c in out if id(c) in head]
+    near = [c for c in out if c[0] <= heads[0][0] * REFINE_WITHIN]
+    # (one candidate - `fidelity: fast`, ideal memory - is the pick alone)
+    return diverse_band([c for c in near if id(c) in head], near, top, EXTRA_KINDS if top > 1 else 0)
+
+
+#: tiles of a kind the band lacks that a chip with a kernel library simulates beside it
+#: (:func:`diverse_band`)
+EXTRA_KINDS = 2
+
+
+def diverse_band(head: list, near: list, top: int, extra: int = 0) -> list:
+    """What a chip with a kernel library simulates: the best ``top`` of ``head`` (each
+    split's best mappings, in estimate order) with each k tile's best first
+    (:func:`distinct_k_tiles_first`), then up to ``extra`` more from ``near`` (every mapping
+    within REFINE_WITHIN of the best estimate, in estimate order): the best of each kind -
+    (count of cores used, whether the tile is longer along m) - that the band lacks.
+
+    The estimate tells least exactly how a tile that leaves cores idle compares with one
+    that fills them (the panels a wave's tiles share, each core's share of the DRAM), and
+    a tile from its transpose (which operand's panel the wave shares), and four near-equal
+    estimates are often four tiles of one kind.  The band itself is what was simulated
+    before, so at a given clock no op's answer gets slower (under DVFS a faster mapping may
+    draw more power and run at a lower clock); the extra kinds cost engine runs.  Measured on
+    the 2-core build machine (2026-12-07, cycles of the op): a100_sxm4_80gb's 1024x512x1024
+    bf16 GEMM with its HBM channels doubled simulated four 64-SM tiles (12.2-13.9k) where
+    64x64x32 on all 108 SMs, ranked fifth, runs 11.2k - so the faster memory made the op 6 %
+    slower than the chip as shipped, whose band held the 108-SM tile; h100_sxm's 64x512x2048
+    at 1980 MHz simulated three 64-SM tiles wider than tall and a 43-SM one (3.5-3.8k) where
+    64x32 on 64 SMs, ranked sixth, runs 3.0k."""
+    band = distinct_k_tiles_first(head[:top])
+
+    def kind(c) -> tuple:
+        return c[2].cores_used, c[2].tile_m >= c[2].tile_n
+
+    kinds = {kind(c) for c in band}
+    taken = {id(c) for c in band}
+    more = []
+    for c in near:
+        if len(more) < extra and id(c) not in taken and kind(c) not in kinds:
+            more.append(c)
+            kinds.add(kind(c))
+    return band + more
 
 
 def distinct_k_tiles_first(cands: list) -> list:
