@@ -51,6 +51,7 @@ def validation_scatter(df, path: str | Path, title: str) -> Path:
     ax.set_ylabel("predicted (ms)")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left", ncol=1)
+    if ax.get_legend_handles_labels()[0]:   # (no case predicted: nothing to name)
+        ax.legend(fontsize=7, loc="upper left", ncol=1)
     fig.tight_layout()
     return _save(fig, path)
