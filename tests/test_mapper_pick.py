@@ -148,6 +148,19 @@ def test_a_library_band_adds_the_kinds_it_lacks():
     assert [c[2].tile_n for c in diverse_band(near[:2], near, 2, 1)] == [64, 64, 48]
 
 
+def test_one_candidate_stays_the_pick_alone_on_a_library_chip():
+    """`fidelity: fast` (one candidate) simulates the estimate's pick alone: the extra kinds
+    are for a band of several."""
+    chip = load_chip("h100_sxm")
+    op = Gemm("g", 64, 512, 2048, dtype="bf16")
+    lowered = lower_op(chip, op, Options(), chip.cores.count)
+    budget = memory_budget(chip, False)
+    one = _candidates(chip, lowered, chip.cores.count, budget, 1, False)
+    four = _candidates(chip, lowered, chip.cores.count, budget, 4, False)
+    assert len(one) == 1 and one[0][0] == four[0][0]
+    assert len(four) > 4   # (its band of 64- and 52-SM tiles gains a 43- and an 86-SM one)
+
+
 @pytest.mark.parametrize("name,shape,knob", [
     # the band held only 64-SM tiles once the channels doubled; 64x64 on 108 SMs is faster
     ("a100_sxm4_80gb", (1024, 512, 1024), "memory.levels.hbm2e.channels=80"),
