@@ -508,13 +508,9 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
         # chip simulated and won with, 12 % faster, was not run), then the rest
         kept = band[:1]
         for key in (lambda m: m.tile_k, lambda m: (m.tile_m, m.tile_n, m.tile_k)):
-            seen = {key(c[2]) for c in kept}
-            for c in band[1:]:
-                if len(kept) < top and c not in kept and key(c[2]) not in seen:
-                    kept.append(c)
-                    seen.add(key(c[2]))
-        kept += [c for c in band[1:] if c not in kept][:top - len(kept)]
-        return kept
+            _take_new_keys(kept, band, key, top)
+        taken = {id(c) for c in kept}
+        return kept + [c for c in band if id(c) not in taken][:top - len(kept)]
     out.sort(key=lambda c: c[0])
     # only candidates the estimate cannot tell apart are worth simulating
     heads = [c for c in out if id(c) in head]
@@ -548,18 +544,23 @@ def diverse_band(head: list, near: list, top: int, extra: int = 0) -> list:
     at 1980 MHz simulated three 64-SM tiles wider than tall and a 43-SM one (3.5-3.8k) where
     64x32 on 64 SMs, ranked sixth, runs 3.0k."""
     band = distinct_k_tiles_first(head[:top])
+    return _take_new_keys(band, near, lambda m: (m.cores_used, m.tile_m >= m.tile_n), len(band) + extra)
 
-    def kind(c) -> tuple:
-        return c[2].cores_used, c[2].tile_m >= c[2].tile_n
 
-    kinds = {kind(c) for c in band}
-    taken = {id(c) for c in band}
-    more = []
-    for c in near:
-        if len(more) < extra and id(c) not in taken and kind(c) not in kinds:
-            more.append(c)
-            kinds.add(kind(c))
-    return band + more
+def _take_new_keys(kept: list, cands: list, key, limit: int) -> list:
+    """``kept`` with, appended in place, the first of ``cands`` (in their order) of each value
+    of ``key`` (of a candidate's mapping) that ``kept`` does not hold yet, until it has
+    ``limit`` candidates."""
+    seen = {key(c[2]) for c in kept}
+    taken = {id(c) for c in kept}
+    for c in cands:
+        if len(kept) >= limit:
+            break
+        if id(c) not in taken and key(c[2]) not in seen:
+            kept.append(c)
+            taken.add(id(c))
+            seen.add(key(c[2]))
+    return kept
 
 
 def distinct_k_tiles_first(cands: list) -> list:
