@@ -40,7 +40,7 @@ import numpy as np
 from sim.errors import MappingError
 from sim.ir.lowered import TileProblem
 from sim.model.mapper.estimate import MemoryBudget, _sum_compute, _sum_compute_parts, _visits
-from sim.model.mapper.tiling import (_ceil, _reload_factor, _split, b_copies_group, block_ranges, block_traffic,
+from sim.model.mapper.tiling import (_ceil, _reload_factor, _reload_loops, _split, b_copies_group, block_ranges, block_traffic,
                                      block_traffic_parts, footprint_bytes, operand_pattern, partitions,
                                      partitions_with_fewer_cores,
                                      pipeline_stages, tile_candidates, tile_sram_bytes, tiles_fit)
@@ -202,17 +202,39 @@ def _block_entries(prob: TileProblem, cores: int, mem: MemoryBudget, cand: _Cand
     split = partitions_with_fewer_cores if prob.fewer_cores else partitions
     parts = [] if prob.distribution == "cyclic" else split(
         cores, prob.count, _ceil(prob.m, prob.unit_m), _ceil(prob.n, prob.unit_n))
+    # loop orders that reload every operand by the same loops have the same estimate: each
+    # such class is estimated once, by its first order (row ``rows[o]`` for order ``o``)
+    firsts, rows = _order_classes(prob, orders)
     for part in parts:
         ranges = block_ranges(prob, part, prob.unit_m, prob.unit_n)
-        # every loop order of the split at once: one row of est and traffic per order
-        est, traffic = _block_estimate(prob, mem, cand, orders, _core_shares(ranges), len(ranges))
-        for row, (order, picks) in enumerate(zip(orders, _pick_many(est, traffic, cand, top))):
+        # every loop order of the split at once: one row of est and traffic per order class
+        est, traffic = _block_estimate(prob, mem, cand, firsts, _core_shares(ranges), len(ranges))
+        picks_of = _pick_many(est, traffic, cand, top)
+        for order, row in zip(orders, rows):
             evaluated += len(MT)
-            for i in picks:
+            for i in picks_of[row]:
                 pool.append(((float(est[row, i]), float(traffic[row, i]), -float(MT[i] * NT[i] * KT[i])), "block",
                              part, int(MT[i]), int(NT[i]), int(KT[i]), order, int(cand.sram[i]), len(ranges),
                              int(cand.buffers[i])))
     return pool, evaluated
+
+
+def _order_classes(prob: TileProblem, orders: list[str]) -> tuple[list[str], list[int]]:
+    """The loop orders that reload A, B and C by distinct loops (the first order of each
+    class, in ``orders``' order), and each order's class: the estimate depends on a loop
+    order only through those reloads (:func:`_reload_factor`), so orders of one class are
+    estimated once (a GEMM's six orders make three classes: mnk and nmk, mkn and kmn, nkm
+    and knm)."""
+    firsts: list[str] = []
+    seen: dict[tuple, int] = {}
+    rows = []
+    for order in orders:
+        key = tuple(_reload_loops(order, tuple(dims)) for dims in (prob.a_dims, prob.b_dims, prob.c_dims))
+        if key not in seen:
+            seen[key] = len(firsts)
+            firsts.append(order)
+        rows.append(seen[key])
+    return firsts, rows
 
 
 def _core_shares(ranges: np.ndarray) -> list[tuple[tuple, int]]:
@@ -220,7 +242,7 @@ def _core_shares(ranges: np.ndarray) -> list[tuple[tuple, int]]:
     order, each with how many cores get it."""
     shares = np.stack([ranges[:, 1] - ranges[:, 0], ranges[:, 3] - ranges[:, 2], ranges[:, 5] - ranges[:, 4]],
                       axis=1)
-    cores_per_share = Counter(tuple(share) for share in shares)
+    cores_per_share = Counter(tuple(share) for share in shares.tolist())
     return [(share, cores_per_share[share]) for share in sorted(cores_per_share)
             if share[0] > 0 and share[1] > 0 and share[2] > 0]
 
