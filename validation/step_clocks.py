@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Whole-model steps at the clock they really ran at: the model's per-op DVFS clocks against the
+SM clock measured inside CUDA-graph replays, and the model's kernel time by kind against the
+measured kernel sums.
+
+    python validation/step_clocks.py [--gpu h100] [--out validation/results/h100_step_clocks.json]
+
+Reads ``validation/measurements/<gpu>_micro_step_clocks*.csv`` (``validation/gpu/micro_step_clocks.py``:
+a probe kernel after the GEMMs of every 4th or 8th layer of a Llama-3-8B step replayed back to
+back, reading ``clock64`` against ``%globaltimer`` on every SM) and, for the same steps, the
+stored whole-model cases' per-kernel breakdown (``<gpu>_models_stats.csv``, the torch profiler's
+kernels of one replay, summed into GEMM, attention and other kernels).  For each step it prices
+the step with ``sim.run_llm`` on the matching chip file three ways - as shipped (each op at its
+own DVFS clock), with DVFS off (every op at ``clock_mhz``), and with every op at the measured
+in-step clock - and reports the model's GEMM / attention / vector-op milliseconds, its average
+power and its per-op GEMM clocks beside the measurement.  The decode step's probe readings sit
+above the part's 1,980 MHz maximum (2,000-2,100 MHz): at a light load the 20 us probe over-reads,
+so only the power-limited steps are compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEAS = ROOT / "validation" / "measurements"
+
+#: step of micro_step_clocks.py -> (run_llm keywords, the stored case's (batch, prompt_len, weights))
+STEPS = {
+    "prefill_1x2048_bf16": (dict(phase="prefill", batch=1, prompt_len=2048), (1, 2048, "bf16")),
+    "prefill_1x512_bf16": (dict(phase="prefill", batch=1, prompt_len=512), (1, 512, "bf16")),
+    "prefill_4x2048_bf16": (dict(phase="prefill", batch=4, prompt_len=2048), (4, 2048, "bf16")),
+    "prefill_1x2048_fp8": (dict(phase="prefill", batch=1, prompt_len=2048, dtype="fp8", weight_dtype="fp8"), None),
+}
+CHIP = {"h100": "h100_sxm", "h200": "h200_sxm"}
+
+
+def measured_clocks(gpu: str) -> dict[str, dict]:
+    """Per step: the median probe clock over the second half of the replays (MHz), by GEMM and
+    overall, and the median step time without probes (ms)."""
+    import pandas as pd
+
+    probes = pd.read_csv(MEAS / f"{gpu}_micro_step_clocks.csv")
+    steps = pd.read_csv(MEAS / f"{gpu}_micro_step_clocks_steps.csv")
+    out = {}
+    for name, g in probes.groupby("step", sort=False):
+        late = g[g["replay"] >= g["replay"].max() // 2]
+        plain = steps[(steps["step"] == name) & (steps["variant"] == "plain")]["ms"]
+        out[name] = {"sm_mhz": round(float(late["sm_mhz_median"].median()), 1),
+                     "sm_mhz_by_gemm": {k: round(float(v), 1) for k, v in
+                                        late.groupby("after")["sm_mhz_median"].median().items()},
+                     "sm_mhz_spread_across_probes": round(float(late.groupby("probe")["sm_mhz_median"].median().max()
+                                                                - late.groupby("probe")["sm_mhz_median"].median().min()), 1),
+                     "step_ms": round(float(plain[len(plain) // 2:].median()), 3)}
+    return out
+
+
+def kernel_kind(name: str) -> str:
+    n = name.lower()
+    if any(s in n for s in ("nvjet", "gemm", "splitk", "cutlass", "xmma")):
+        return "gemm"
+    if any(s in n for s in ("flash", "fmha", "cudnn", "attention", "sdpa")):
+        return "attention"
+    return "other"
+
+
+def measured_breakdown(gpu: str, batch: int, prompt_len: int, weights: str) -> dict | None:
+    """The stored whole-model case's kernel milliseconds by kind (one profiled replay)."""
+    import pandas as pd
+
+    st = pd.read_csv(MEAS / f"{gpu}_models_stats.csv")
+    row = st[(st["model"] == "llama3-8b") & (st["phase"] == "prefill") & (st["batch"] == batch)
+             & (st["prompt_len"] == prompt_len) & (st["weight_dtype"] == weights) & (st["status"] == "ok")]
+    if row.empty:
+        return None
+    r = row.iloc[0]
+    kinds: dict[str, float] = defaultdict(float)
+    for kernel, (_n, us) in json.loads(r["kernel_breakdown"]).items():
+        kinds[kernel_kind(kernel)] += us / 1e3
+    return {"case_id": r["case_id"], "median_ms": float(r["median_ms"]),
+            **{f"{k}_ms": round(v, 3) for k, v in sorted(kinds.items())}}
+
+
+def model_step(chip_name: str, kw: dict, overrides: list[str] | None) -> dict:
+    """``sim.run_llm`` of the step: ms by op kind, average W, the GEMMs' per-op clocks."""
+    sys.path.insert(0, str(ROOT))
+    import sim
+    from sim.ir.ops import Gemm
+    from sim.model.engine.simulate import simulate_op
+
+    chip = sim.load_chip(chip_name, overrides)
+    r = sim.run_llm(chip, "llama3-8b", **kw)
+    kinds: dict[str, float] = defaultdict(float)
+    for o in r.ops:
+        kinds["vector" if o["kind"] in ("vector", "copy") else o["kind"]] += o["total_seconds"] * 1e3
+    # the clock each weight GEMM of a layer ran at (the op as the step lowered it)
+    T = kw["batch"] * kw["prompt_len"]
+    dt = kw.get("dtype", "bf16")
+    clocks = {}
+    for name, k, n in (("qkv", 4096, 6144), ("o", 4096, 4096), ("gu", 4096, 28672), ("down", 14336, 4096)):
+        res = simulate_op(chip, Gemm(name=name, m=T, k=k, n=n, dtype=dt, weight_dtype=kw.get("weight_dtype", dt)))
+        clocks[name] = res.details.get("clock_mhz", chip.clock_mhz)
+    return {"step_ms": round(r.ttft_s * 1e3, 3), "avg_w": round(r.energy_j / r.ttft_s, 1),
+            **{f"{k}_ms": round(v, 3) for k, v in sorted(kinds.items())}, "gemm_clock_mhz": clocks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", default="h100", choices=sorted(CHIP))
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    chip = CHIP[a.gpu]
+    meas = measured_clocks(a.gpu)
+    out = {"gpu": a.gpu, "chip": chip, "steps": {}}
+    for name, (kw, case) in STEPS.items():
+        if name not in meas:
+            continue
+        m = meas[name]
+        row = {"measured": dict(m, kernels=measured_breakdown(a.gpu, *case) if case else None)}
+        for label, ov in (("shipped_per_op_dvfs", None), ("dvfs_off", ["power.dvfs=false"]),
+                          ("at_measured_clock", ["power.dvfs=false", f"clock_mhz={m['sm_mhz']}"])):
+            row[label] = model_step(chip, kw, ov)
+            row[label]["error_vs_step"] = round(row[label]["step_ms"] / m["step_ms"] - 1, 4)
+        out["steps"][name] = row
+        print(name, json.dumps(row), flush=True)
+    path = Path(a.out) if a.out else ROOT / "validation" / "results" / f"{a.gpu}_step_clocks.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print("wrote", path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
