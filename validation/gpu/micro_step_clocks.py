@@ -36,19 +36,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure_models as MM  # noqa: E402
 import torch  # noqa: E402
 from micro_csv import write_rows  # noqa: E402
+# the probe of micro_probe_clock.py: per block (clock64 ticks, ns, SM id); the stored H100 run of
+# 2026-12-07 used the same body without the SM id word
+from micro_probe_clock import PROBE_SRC  # noqa: E402
 
-PROBE_SRC = r"""
-extern "C" __global__ void probe(long long* out, long long spin_ns) {
-    if (threadIdx.x != 0) return;
-    unsigned long long t0, t1;
-    long long c0 = clock64();
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1)); } while ((long long)(t1 - t0) < spin_ns);
-    long long c1 = clock64();
-    out[blockIdx.x * 2 + 0] = c1 - c0;
-    out[blockIdx.x * 2 + 1] = (long long)(t1 - t0);
-}
-"""
 
 #: (name, weight format, groups (count, new, past), probe every N-th layer): Llama-3-8B steps
 #: like the stored whole-model cases (h200_models_dev.csv) and the serving loop's mixed ones
@@ -78,14 +69,14 @@ class _Ctx:
 
 class Probes:
     """Probe kernels launched on torch's current stream (captured into a graph with it), each
-    writing its own slot of one device buffer: (clock64 ticks, ns) per SM."""
+    writing its own slot of one device buffer: (clock64 ticks, ns, SM id) per block."""
 
     def __init__(self, sms: int, slots: int, spin_us: float):
         import cupy as cp
         self.cp = cp
         self.fn = cp.RawModule(code=PROBE_SRC).get_function("probe")
         self.sms, self.slots = sms, slots
-        self.buf = cp.zeros((slots, sms, 2), dtype=cp.int64)
+        self.buf = cp.zeros((slots, sms, 3), dtype=cp.int64)
         self.spin = cp.int64(int(spin_us * 1000))
         self.labels: list[str] = []
         self.on = False
@@ -102,10 +93,10 @@ class Probes:
             self.fn((self.sms,), (32,), (self.buf[i], self.spin))
 
     def mhz(self, snap) -> list[tuple[float, float, float]]:
-        """(median, min, max) SM MHz of each probe in a copied buffer ``snap`` (slots, sms, 2)."""
+        """(median, min, max) SM MHz of each probe in a copied buffer ``snap`` (slots, sms, 3)."""
         out = []
         for i in range(len(self.labels)):
-            v = [c / ns * 1e3 for c, ns in snap[i].tolist() if ns > 0]
+            v = [c / ns * 1e3 for c, ns, _sm in snap[i].tolist() if ns > 0]
             out.append((statistics.median(v), min(v), max(v)) if v else (float("nan"),) * 3)
         return out
 
