@@ -18,8 +18,11 @@ def test_gpu_script_places_its_probes_on_the_cpu(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "validation" / "gpu" / "micro_step_clocks.py"), "--dry-run",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    sys.path.insert(0, str(ROOT / "validation" / "gpu"))
+    from micro_step_clocks import STEPS
+
     lines = [ln for ln in proc.stdout.splitlines() if "probe points" in ln]
-    assert len(lines) == 6
+    assert [ln.split()[0] for ln in lines] == [name for name, *_ in STEPS]
     # two layers on the CPU, a probe after each of the first layer's four weight GEMMs
     assert all("4 probe points" in ln and "'L0.qkv', 'L0.o', 'L0.gu', 'L0.down'" in ln for ln in lines)
 

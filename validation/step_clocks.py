@@ -5,7 +5,7 @@ measured kernel sums.
 
     python validation/step_clocks.py [--gpu h100] [--out validation/results/h100_step_clocks.json]
 
-Reads ``validation/measurements/<gpu>_micro_step_clocks*.csv`` (``validation/gpu/micro_step_clocks.py``:
+Reads ``validation/measurements/<gpu>_micro_step_clocks*.csv`` (the first run and any ``_r2``...) (``validation/gpu/micro_step_clocks.py``:
 a probe kernel after the GEMMs of every 4th or 8th layer of a Llama-3-8B step replayed back to
 back, reading ``clock64`` against ``%globaltimer`` on every SM) and, for the same steps, the
 stored whole-model cases' per-kernel breakdown (``<gpu>_models_stats.csv``, the torch profiler's
@@ -34,6 +34,11 @@ STEPS = {
     "prefill_1x512_bf16": (dict(phase="prefill", batch=1, prompt_len=512), (1, 512, "bf16")),
     "prefill_4x2048_bf16": (dict(phase="prefill", batch=4, prompt_len=2048), (4, 2048, "bf16")),
     "prefill_1x2048_fp8": (dict(phase="prefill", batch=1, prompt_len=2048, dtype="fp8", weight_dtype="fp8"), None),
+    "prefill_1x128_bf16": (dict(phase="prefill", batch=1, prompt_len=128), (1, 128, "bf16")),
+    "prefill_1x256_bf16": (dict(phase="prefill", batch=1, prompt_len=256), None),
+    "prefill_1x1024_bf16": (dict(phase="prefill", batch=1, prompt_len=1024), (1, 1024, "bf16")),
+    "prefill_1x4096_bf16": (dict(phase="prefill", batch=1, prompt_len=4096), (1, 4096, "bf16")),
+    "prefill_1x512_fp8": (dict(phase="prefill", batch=1, prompt_len=512, dtype="fp8", weight_dtype="fp8"), None),
 }
 CHIP = {"h100": "h100_sxm", "h200": "h200_sxm"}
 
@@ -43,8 +48,11 @@ def measured_clocks(gpu: str) -> dict[str, dict]:
     overall, and the median step time without probes (ms)."""
     import pandas as pd
 
-    probes = pd.read_csv(MEAS / f"{gpu}_micro_step_clocks.csv")
-    steps = pd.read_csv(MEAS / f"{gpu}_micro_step_clocks_steps.csv")
+    runs = [""] + [p.name.removeprefix(f"{gpu}_micro_step_clocks").removesuffix(".csv")
+                   for p in sorted(MEAS.glob(f"{gpu}_micro_step_clocks_r*.csv")) if "_steps" not in p.name
+                   and "_smi" not in p.name]
+    probes = pd.concat([pd.read_csv(MEAS / f"{gpu}_micro_step_clocks{r}.csv") for r in runs])
+    steps = pd.concat([pd.read_csv(MEAS / f"{gpu}_micro_step_clocks{r}_steps.csv") for r in runs])
     out = {}
     for name, g in probes.groupby("step", sort=False):
         late = g[g["replay"] >= g["replay"].max() // 2]
