@@ -13,7 +13,9 @@ kernels of one replay, summed into GEMM, attention and other kernels).  For each
 the step with ``sim.run_llm`` on the matching chip file three ways - as shipped (each op at its
 own DVFS clock), with DVFS off (every op at ``clock_mhz``), and with every op at the measured
 in-step clock - and reports the model's GEMM / attention / vector-op milliseconds, its average
-power and its per-op GEMM clocks beside the measurement.  The decode step's probe readings sit
+power and its per-op GEMM clocks beside the measurement; and, with the vector kernels' measured clock
+sensitivity (``<gpu>_micro_vector_clock_env.json``), a what-if of both: every op at the probed
+clock and the vector and copy time scaled by it (:func:`what_if`; not the shipped model).  The decode step's probe readings sit
 above the part's 1,980 MHz maximum (2,000-2,100 MHz): at a light load the 20 us probe over-reads,
 so only the power-limited steps are compared.
 """
@@ -115,6 +117,37 @@ def model_step(chip_name: str, kw: dict, overrides: list[str] | None) -> dict:
             **{f"{k}_ms": round(v, 3) for k, v in sorted(kinds.items())}, "gemm_clock_mhz": clocks}
 
 
+def vector_clock_sensitivity(gpu: str) -> float | None:
+    """The share of the memory-bound layer kernels' time that scales with the SM clock, weighted
+    by their time at the idle clock (``<gpu>_micro_vector_clock_env.json``: each kernel after
+    a GEMM and an L2 flush against after the flush alone); None without that file."""
+    path = MEAS / f"{gpu}_micro_vector_clock_env.json"
+    if not path.exists():
+        return None
+    num = den = 0.0
+    for k in json.loads(path.read_text())["kernels"].values():
+        low = k["after_gemm_then_flush"]
+        num += (low["slowdown"] - 1) / (low["clock_ratio"] - 1) * k["alone_us"]
+        den += k["alone_us"]
+    return num / den
+
+
+def what_if(row: dict, s: float, idle_mhz: float = 1980.0) -> dict:
+    """The step with every op at the probed clock f and the model's vector and copy time scaled
+    by 1 - s + s * idle_mhz / f (the stream rules were measured at the idle clock): a what-if
+    of the refit, not the shipped model."""
+    a, f = row["at_measured_clock"], row["measured"]["sm_mhz"]
+    vector = a["vector_ms"] * (1 - s + s * idle_mhz / f)
+    total = a["gemm_ms"] + vector + a["attention_ms"]
+    out = {"s": round(s, 3), "vector_ms": round(vector, 3), "kernels_ms": round(total, 3),
+           "error_vs_step": round(total / row["measured"]["step_ms"] - 1, 4)}
+    k = row["measured"]["kernels"]
+    if k:
+        out["error_vector_vs_measured_other"] = round(vector / k["other_ms"] - 1, 4)
+        out["error_vs_kernel_sum"] = round(total / (k["gemm_ms"] + k["other_ms"] + k["attention_ms"]) - 1, 4)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="h100", choices=sorted(CHIP))
@@ -132,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                           ("at_measured_clock", ["power.dvfs=false", f"clock_mhz={m['sm_mhz']}"])):
             row[label] = model_step(chip, kw, ov)
             row[label]["error_vs_step"] = round(row[label]["step_ms"] / m["step_ms"] - 1, 4)
+        s_vec = vector_clock_sensitivity(a.gpu)
+        if s_vec is not None:
+            row["what_if_step_clock_and_vector_clock"] = what_if(row, s_vec)
         out["steps"][name] = row
         print(name, json.dumps(row), flush=True)
     path = Path(a.out) if a.out else ROOT / "validation" / "results" / f"{a.gpu}_step_clocks.json"
