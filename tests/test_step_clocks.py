@@ -47,3 +47,16 @@ def test_reader_gives_the_stored_measured_clocks():
         m = row["measured"]
         assert got[name]["sm_mhz"] == m["sm_mhz"] and got[name]["step_ms"] == m["step_ms"]
         assert got[name]["sm_mhz_by_gemm"] == m["sm_mhz_by_gemm"]
+
+
+def test_what_if_scales_only_the_vector_time_and_only_below_the_idle_clock():
+    sys.path.insert(0, str(ROOT / "validation"))
+    from step_clocks import vector_clock_sensitivity, what_if
+
+    row = {"measured": {"sm_mhz": 1500.0, "step_ms": 10.0, "kernels": None},
+           "at_measured_clock": {"gemm_ms": 6.0, "vector_ms": 3.0, "attention_ms": 1.0}}
+    assert what_if(row, 0.0)["vector_ms"] == 3.0 and what_if(row, 0.0)["kernels_ms"] == 10.0
+    assert what_if(row, 1.0)["vector_ms"] == 3.96          # 3.0 * 1980 / 1500, all of it clock-bound
+    assert what_if(dict(row, measured=dict(row["measured"], sm_mhz=1980.0)), 0.7)["vector_ms"] == 3.0
+    s = vector_clock_sensitivity("h100")
+    assert s is not None and 0.0 < s < 1.0   # the stored kernels: part of their time follows the clock
