@@ -113,8 +113,8 @@ class Probes:
 
 
 def _probed_forward(step, probes, every: int):
-    """``step.forward`` with a probe after each weight GEMM of every ``every``-th layer (by
-    wrapping the layer's Linear objects for the call)."""
+    """``step.forward`` with a probe after each weight GEMM of every ``every``-th layer (the
+    layer's Linear objects replaced by probing calls for the call)."""
     m = step.m
     wrapped = []
     for li, L in enumerate(m.layers):
@@ -130,35 +130,13 @@ def _probed_forward(step, probes, every: int):
                 y = _orig(x)
                 probes(_label)
                 return y
-            L[name] = _Wrapped(lin, call)
+            L[name] = call
             wrapped.append((L, name, lin))
     try:
         return step.forward()
     finally:
         for L, name, lin in wrapped:
             L[name] = lin
-
-
-class _Wrapped:
-    def __init__(self, lin, call):
-        self.lin, self.call = lin, call
-
-    def __call__(self, x):
-        return self.call(x)
-
-
-def _capture(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
 
 
 def _replay_loop(g, seconds: float, after=None):
@@ -230,11 +208,12 @@ def main(argv=None) -> int:
                     models[fmt] = MM.Model("llama3-8b", fmt, ctx)
                 model = models[fmt]
                 st = MM.Step(model, groups, ctx)
-                plain = _capture(st.forward)
+                plain = MM.capture_graph(st.forward, warm=1)[0]
                 probes.labels.clear()
                 probes.on = True
                 try:
-                    probed = _capture(lambda: (probes.labels.clear(), _probed_forward(st, probes, every)))
+                    probed = MM.capture_graph(lambda: (probes.labels.clear(), _probed_forward(st, probes, every)),
+                                              warm=1)[0]
                 finally:
                     probes.on = False
                 labels = list(probes.labels)

@@ -460,8 +460,11 @@ def _candidates(chip: ChipSpec, lowered: LoweredOp, cores: int, budget, top: int
                                                       layout=dataclasses.replace(prob.layout, c=prob.layout.psum))
         try:
             # loop orders of a tile come in pairs that the estimate cannot tell apart; on a
-            # library chip the band takes its extra kinds from beyond each split's `top`
-            maps = search_top(p, cores * blocks, budget.shared_by(blocks), 6 * top)
+            # library chip the band takes its extra kinds from beyond each split's `top` - except
+            # for one candidate (`fidelity: fast`), the pick alone: search_top's first is its best
+            # whatever it is asked for
+            asked = top if tie is None and top == 1 else 6 * top
+            maps = search_top(p, cores * blocks, budget.shared_by(blocks), asked)
         except MappingError as exc:
             error = exc
             continue
