@@ -60,3 +60,28 @@ def test_what_if_scales_only_the_vector_time_and_only_below_the_idle_clock():
     assert what_if(dict(row, measured=dict(row["measured"], sm_mhz=1980.0)), 0.7)["vector_ms"] == 3.0
     s = vector_clock_sensitivity("h100")
     assert s is not None and 0.0 < s < 1.0   # the stored kernels: part of their time follows the clock
+
+
+def test_model_step_clock_is_the_highest_grid_clock_whose_step_fits_the_limit(monkeypatch):
+    """The step-level clock search, on a step whose modelled power rises with the clock (a
+    stand-in for the simulator: P = 200 W + 0.3 W per MHz): the answer is the highest 15 MHz
+    grid clock with at most tdp_w (700 W -> 1,665 MHz, where 1,680 draws 704 W), found in a
+    handful of priced clocks; a step that fits at the boost clock gets the boost clock."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import step_clocks
+
+    priced = []
+
+    def fake(chip_name, kw, overrides):
+        f = float(overrides[-1].split("=")[1])
+        priced.append(f)
+        return {"avg_w": kw["base_w"] + 0.3 * f, "step_ms": 1e4 / f}
+
+    monkeypatch.setattr(step_clocks, "model_step", fake)
+    got = step_clocks.model_step_clock("h100_sxm", {"base_w": 200.0})
+    assert got["clock_mhz"] == 1665.0 and got["avg_w"] <= 700.0
+    assert 200.0 + 0.3 * (got["clock_mhz"] + 15) > 700.0
+    assert len(set(priced)) <= 8
+    priced.clear()
+    light = step_clocks.model_step_clock("h100_sxm", {"base_w": 0.0})
+    assert light["clock_mhz"] == 1980.0 and priced == [1980.0]

@@ -15,7 +15,10 @@ own DVFS clock), with DVFS off (every op at ``clock_mhz``), and with every op at
 in-step clock - and reports the model's GEMM / attention / vector-op milliseconds, its average
 power and its per-op GEMM clocks beside the measurement; and, with the vector kernels' measured clock
 sensitivity (``<gpu>_micro_vector_clock_env.json``), a what-if of both: every op at the probed
-clock and the vector and copy time scaled by it (:func:`what_if`; not the shipped model).  The decode step's probe readings sit
+clock and the vector and copy time scaled by it (:func:`what_if`; not the shipped model).  It also
+finds the clock the model's own power gives each step when one clock holds for the whole step
+(:func:`model_step_clock`: the highest grid clock at which the step averages at most ``tdp_w``),
+to set beside the probed one.  The decode step's probe readings sit
 above the part's 1,980 MHz maximum (2,000-2,100 MHz): at a light load the 20 us probe over-reads,
 so only the power-limited steps are compared.
 """
@@ -148,6 +151,37 @@ def what_if(row: dict, s: float, idle_mhz: float = 1980.0) -> dict:
     return out
 
 
+def model_step_clock(chip_name: str, kw: dict) -> dict:
+    """The clock the model's power puts a whole step at when one clock holds for the step (as
+    the probes found): the highest clock of the chip's DVFS grid, up to the boost clock, at
+    which the step with every op at that clock (DVFS off) averages at most ``tdp_w``; bisected
+    on the grid (the step's power rises with its clock).  Above ``clock_mhz`` the chip file's
+    per-cycle costs are used as they are (they were calibrated at ``clock_mhz``)."""
+    sys.path.insert(0, str(ROOT))
+    import sim
+
+    pw = sim.load_chip(chip_name).power
+    step = pw.clock_step_mhz
+    grid = [pw.boost_clock_mhz - i * step for i in range(int((pw.boost_clock_mhz - pw.min_clock_mhz) // step) + 1)]
+    seen: dict[float, dict] = {}
+
+    def at(f: float) -> dict:
+        if f not in seen:
+            seen[f] = model_step(chip_name, kw, ["power.dvfs=false", f"clock_mhz={f}"])
+        return seen[f]
+
+    lo, hi = 0, len(grid) - 1          # grid descends: index 0 is the boost clock
+    if at(grid[0])["avg_w"] <= pw.tdp_w:
+        hi = 0
+    else:
+        while hi - lo > 1:             # grid[lo] over the limit, grid[hi] assumed under it
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if at(grid[mid])["avg_w"] <= pw.tdp_w else (mid, hi)
+    f = grid[hi]
+    return {"clock_mhz": f, "avg_w": at(f)["avg_w"], "step_ms": at(f)["step_ms"],
+            "clocks_tried_mhz": sorted(seen, reverse=True)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="h100", choices=sorted(CHIP))
@@ -165,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                           ("at_measured_clock", ["power.dvfs=false", f"clock_mhz={m['sm_mhz']}"])):
             row[label] = model_step(chip, kw, ov)
             row[label]["error_vs_step"] = round(row[label]["step_ms"] / m["step_ms"] - 1, 4)
+        row["model_step_clock"] = msc = model_step_clock(chip, kw)
+        msc["error_vs_measured_clock"] = round(msc["clock_mhz"] / m["sm_mhz"] - 1, 4)
+        msc["error_vs_step"] = round(msc["step_ms"] / m["step_ms"] - 1, 4)
         s_vec = vector_clock_sensitivity(a.gpu)
         if s_vec is not None:
             row["what_if_step_clock_and_vector_clock"] = what_if(row, s_vec)
