@@ -85,3 +85,25 @@ def test_model_step_clock_is_the_highest_grid_clock_whose_step_fits_the_limit(mo
     priced.clear()
     light = step_clocks.model_step_clock("h100_sxm", {"base_w": 0.0})
     assert light["clock_mhz"] == 1980.0 and priced == [1980.0]
+
+
+def test_refit_what_if_prices_the_candidate_at_the_probed_clock(monkeypatch):
+    """The refit what-if asks for the measured-quantities candidate (its L2 and array rates, not
+    its boost clock) at the probed clock with DVFS off, and scales only the vector time."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import step_clocks
+
+    asked = []
+
+    def fake(chip_name, kw, overrides):
+        asked.append(overrides)
+        return {"gemm_ms": 6.0, "attention_ms": 1.0, "vector_ms": 3.0, "avg_w": 650.0, "step_ms": 10.0}
+
+    monkeypatch.setattr(step_clocks, "model_step", fake)
+    got = step_clocks.what_if_refit("h100_sxm", {}, {"sm_mhz": 1500.0, "step_ms": 10.0}, 1.0)
+    ov = asked[-1]
+    assert ov[-2:] == ["power.dvfs=false", "clock_mhz=1500.0"]
+    assert not any(o.startswith("clock_mhz=1980") for o in ov)
+    assert any(o.startswith("memory.levels.l2.bytes_per_cycle=") for o in ov)
+    assert any(o.startswith("cores.arrays.0.sustained_fraction=") for o in ov)
+    assert got["vector_ms"] == 3.96 and got["kernels_ms"] == 10.96 and got["error_vs_step"] == 0.096

@@ -57,13 +57,14 @@ CUDA_FRACTION = 0.858
 FAST_LIMIT_W = 1016.0
 
 
-def overrides(cuda_fraction: float) -> list[str]:
-    """The candidate as ``load_chip`` overrides of h200_sxm."""
+def overrides(cuda_fraction: float, chip_name: str = "h200_sxm") -> list[str]:
+    """The candidate as ``load_chip`` overrides of h200_sxm (or of h100_sxm: the same SM and L2
+    die, whose counters these are too)."""
     from fit_tensor_sustained import measured_l2
     from h200_kernel_clocks import PIPE_BUSY_SHARE
     from sim.spec.registry import load_chip
 
-    chip = load_chip("h200_sxm")
+    chip = load_chip(chip_name)
     boost = chip.power.boost_clock_mhz
     l2 = dict(o.split("=", 1) for o in measured_l2())
     l2_bytes_per_s = float(l2["memory.levels.l2.bytes_per_cycle"]) * float(l2["memory.levels.l2.clock_mhz"])

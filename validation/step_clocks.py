@@ -18,7 +18,9 @@ sensitivity (``<gpu>_micro_vector_clock_env.json``), a what-if of both: every op
 clock and the vector and copy time scaled by it (:func:`what_if`; not the shipped model).  It also
 finds the clock the model's own power gives each step when one clock holds for the whole step
 (:func:`model_step_clock`: the highest grid clock at which the step averages at most ``tdp_w``),
-to set beside the probed one.  The decode step's probe readings sit
+to set beside the probed one, and the three parts of the refit together
+(:func:`what_if_refit`: the measured-quantities candidate of ``validation/refit_candidate.py`` at
+the probed clock, with the vector kernels' clock share).  The decode step's probe readings sit
 above the part's 1,980 MHz maximum (2,000-2,100 MHz): at a light load the 20 us probe over-reads,
 so only the power-limited steps are compared.
 """
@@ -151,6 +153,25 @@ def what_if(row: dict, s: float, idle_mhz: float = 1980.0) -> dict:
     return out
 
 
+def what_if_refit(chip_name: str, kw: dict, measured: dict, s: float, idle_mhz: float = 1980.0) -> dict:
+    """The step at its probed clock on the measured-quantities candidate
+    (``validation/refit_candidate.py``: the L2 as measured, tensor-core arrays at the pipe's busy
+    share x the in-kernel / held clock ratio; its ``clock_mhz`` replaced by the probed clock, DVFS
+    off), with the vector and copy time scaled by 1 - s + s * idle_mhz / f as in :func:`what_if`:
+    the refit's three parts together, not the shipped model."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    from refit_candidate import CUDA_FRACTION, overrides
+
+    f = measured["sm_mhz"]
+    ov = [o for o in overrides(CUDA_FRACTION, chip_name) if not o.startswith("clock_mhz=")]
+    r = model_step(chip_name, kw, ov + ["power.dvfs=false", f"clock_mhz={f}"])
+    vector = r["vector_ms"] * (1 - s + s * idle_mhz / f)
+    total = r["gemm_ms"] + r["attention_ms"] + vector
+    return {"gemm_ms": r["gemm_ms"], "attention_ms": r["attention_ms"], "vector_ms": round(vector, 3),
+            "kernels_ms": round(total, 3), "avg_w": r["avg_w"],
+            "error_vs_step": round(total / measured["step_ms"] - 1, 4)}
+
+
 def model_step_clock(chip_name: str, kw: dict) -> dict:
     """The clock the model's power puts a whole step at when one clock holds for the step (as
     the probes found): the highest clock of the chip's DVFS grid, up to the boost clock, at
@@ -205,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         s_vec = vector_clock_sensitivity(a.gpu)
         if s_vec is not None:
             row["what_if_step_clock_and_vector_clock"] = what_if(row, s_vec)
+            row["what_if_refit_candidate"] = what_if_refit(chip, kw, m, s_vec)
         out["steps"][name] = row
         print(name, json.dumps(row), flush=True)
     path = Path(a.out) if a.out else ROOT / "validation" / "results" / f"{a.gpu}_step_clocks.json"
