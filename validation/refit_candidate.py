@@ -134,7 +134,7 @@ def models(cases: str, out: str, start: int = 0, stop: int | None = None) -> Non
     ``model_step_clock``, which lands within -0.4..+2.8 % of the H100's probed step clocks for bf16)
     and the vector and copy kernels slowed by their measured clock share below the boost clock."""
     import pandas as pd
-    from step_clocks import vector_clock_sensitivity
+    from step_clocks import highest_fitting_clock, vector_clock_sensitivity
     from sim.apps.validation import predict_model
     from sim.apps.validation_cases import read_cases
     from sim.spec.registry import load_chip
@@ -142,8 +142,6 @@ def models(cases: str, out: str, start: int = 0, stop: int | None = None) -> Non
     share = vector_clock_sensitivity("h100")
     ov = [o for o in overrides(CUDA_FRACTION) if not o.startswith("clock_mhz=")]
     pw = load_chip("h200_sxm").power
-    grid = [pw.boost_clock_mhz - i * pw.clock_step_mhz
-            for i in range(int((pw.boost_clock_mhz - pw.min_clock_mhz) // pw.clock_step_mhz) + 1)]
     rows = []
     for case in read_cases(cases)[start:stop]:
         seen: dict[float, dict] = {}
@@ -157,14 +155,8 @@ def models(cases: str, out: str, start: int = 0, stop: int | None = None) -> Non
                 seen[f] = {"ms": r["predicted_ms"], "w": joules / seconds if seconds else 0.0, "vector_ms": vector_ms}
             return seen[f]
 
-        lo, hi = 0, len(grid) - 1      # grid[0] is the boost clock
-        if at(grid[0])["w"] <= pw.tdp_w:
-            hi = 0
-        else:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if at(grid[mid])["w"] <= pw.tdp_w else (mid, hi)
-        f, x = grid[hi], at(grid[hi])
+        f = highest_fitting_clock(pw, lambda c: at(c)["w"])
+        x = at(f)
         ms = x["ms"] + x["vector_ms"] * share * (pw.boost_clock_mhz / f - 1.0)
         rows.append({"line": case.line, "phase": case.attrs["phase"], "weight_dtype": case.attrs.get("weight_dtype"),
                      "measured_ms": case.measured_ms, "step_clock_mhz": f, "avg_w": round(x["w"], 1),

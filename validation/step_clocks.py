@@ -172,6 +172,21 @@ def what_if_refit(chip_name: str, kw: dict, measured: dict, s: float, idle_mhz: 
             "error_vs_step": round(total / measured["step_ms"] - 1, 4)}
 
 
+def highest_fitting_clock(pw, watts_at) -> float:
+    """The highest clock of ``pw``'s DVFS grid (``boost_clock_mhz`` down to ``min_clock_mhz`` in
+    ``clock_step_mhz`` steps) at which ``watts_at(clock)`` is at most ``pw.tdp_w``; bisected on
+    the grid (the power rises with the clock), the minimum clock when none fits."""
+    grid = [pw.boost_clock_mhz - i * pw.clock_step_mhz
+            for i in range(int((pw.boost_clock_mhz - pw.min_clock_mhz) // pw.clock_step_mhz) + 1)]
+    lo, hi = 0, len(grid) - 1          # grid descends: index 0 is the boost clock
+    if watts_at(grid[0]) <= pw.tdp_w:
+        return grid[0]
+    while hi - lo > 1:                 # grid[lo] over the limit, grid[hi] taken as under it
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if watts_at(grid[mid]) <= pw.tdp_w else (mid, hi)
+    return grid[hi]
+
+
 def model_step_clock(chip_name: str, kw: dict) -> dict:
     """The clock the model's power puts a whole step at when one clock holds for the step (as
     the probes found): the highest clock of the chip's DVFS grid, up to the boost clock, at
@@ -181,9 +196,6 @@ def model_step_clock(chip_name: str, kw: dict) -> dict:
     sys.path.insert(0, str(ROOT))
     import sim
 
-    pw = sim.load_chip(chip_name).power
-    step = pw.clock_step_mhz
-    grid = [pw.boost_clock_mhz - i * step for i in range(int((pw.boost_clock_mhz - pw.min_clock_mhz) // step) + 1)]
     seen: dict[float, dict] = {}
 
     def at(f: float) -> dict:
@@ -191,14 +203,7 @@ def model_step_clock(chip_name: str, kw: dict) -> dict:
             seen[f] = model_step(chip_name, kw, ["power.dvfs=false", f"clock_mhz={f}"])
         return seen[f]
 
-    lo, hi = 0, len(grid) - 1          # grid descends: index 0 is the boost clock
-    if at(grid[0])["avg_w"] <= pw.tdp_w:
-        hi = 0
-    else:
-        while hi - lo > 1:             # grid[lo] over the limit, grid[hi] assumed under it
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if at(grid[mid])["avg_w"] <= pw.tdp_w else (mid, hi)
-    f = grid[hi]
+    f = highest_fitting_clock(sim.load_chip(chip_name).power, lambda c: at(c)["avg_w"])
     return {"clock_mhz": f, "avg_w": at(f)["avg_w"], "step_ms": at(f)["step_ms"],
             "clocks_tried_mhz": sorted(seen, reverse=True)}
 
