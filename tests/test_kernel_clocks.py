@@ -55,9 +55,11 @@ def test_nvidia_smi_reads_above_the_clock_tensor_kernels_run_at():
 def test_gemms_at_their_own_clock_with_the_l2_as_measured():
     """Priced at each kernel's in-kernel clock, cuBLAS's bf16 GEMMs of 512 rows and up come out
     within 2 % per cycle with the L2 as its counters measured it and the tensor pipe's 0.937 busy
-    share, and 12-21 % slow at 512-1,024 rows with the shipped, tighter L2 (the mid-size GEMM gap
-    of the per-kernel sets and of the serving loop).  (The 256-row one, memory-bound, comes out
-    14 % fast that way; `python validation/h200_kernel_clocks.py --measured ...` prints all 23.)"""
+    share.  With the shipped, tighter L2 the 512-row one is 13 % slow (the mid-size GEMM gap of
+    the per-kernel sets and of the serving loop); the 1,024-row one was 12-21 % slow until
+    session 40 and is within 5 % on the library's larger tiles (256x152, where cuBLAS ran
+    144x128).  (The 256-row one, memory-bound, comes out 17 % fast with the measured L2;
+    `python validation/h200_kernel_clocks.py --measured ...` prints all 23.)"""
     files = ("h200_micro_clock_bf16_sizes.csv",)
     mid = ("bf16_512x4096x11008", "bf16_1024x4544x4672")
     shipped = K.rows("h200_sxm", files, nominal=False, only=mid).set_index("workload")
@@ -66,5 +68,5 @@ def test_gemms_at_their_own_clock_with_the_l2_as_measured():
     assert len(big) == 5
     for w in big:
         assert abs(measured.loc[w, "error_own_clock_pct"]) < 2.0, (w, measured.loc[w, "error_own_clock_pct"])
-    for w in mid:
-        assert shipped.loc[w, "error_own_clock_pct"] > 10.0
+    assert shipped.loc["bf16_512x4096x11008", "error_own_clock_pct"] > 10.0
+    assert abs(shipped.loc["bf16_1024x4544x4672", "error_own_clock_pct"]) < 5.0

@@ -434,3 +434,65 @@ def test_the_sm80_path_at_many_ctas_lands_within_15_percent():
     h100 = load_chip("h100_sxm")
     for c in _streams_64x64():
         assert predict(h100, c)["predicted_ms"] == pytest.approx(c.measured_ms, rel=0.15), c.values
+
+
+
+def _nvjet_tiles() -> set[tuple[int, int, int]]:
+    """(tile a, tile b, bytes per input element) of every nvjet kernel in the stored H100 and
+    H200 runs' kernel lists (the same sm90 library): fp8 kernels' types start with ``qq``."""
+    typed = re.compile(r"nvjet_sm90_(\w+?)_(\d+)x(\d+)_\d+x\d+_\d")
+    seen = set()
+    for path in sorted((ROOT / "validation" / "measurements").glob("h[12]00_*stats.csv")):
+        text = path.read_text()
+        seen.update((int(a), int(b), 1 if t.startswith("qq") else 2) for t, a, b in typed.findall(text))
+    return seen
+
+
+def test_every_measured_nvjet_tile_is_offered_and_fits_an_sm(h200):
+    """The tiles cuBLAS ran (kernel names) are in the menu and fit one SM's tile buffer with
+    their smem stages and accumulators: a tile over half the accumulator budget
+    (``accumulator_elements``: the registers) holds one set of them, as a cooperative kernel
+    does; the ping-pong kernels' smaller tiles hold two.  Counting two for every tile had left 256x160,
+    320x128 and 512x64 - the most common large tiles in the measurements - unreachable."""
+    from sim.model.engine.lower import memory_budget
+    from sim.model.mapper.tiling import accumulator_sets, tile_sram_bytes, tiles_fit
+
+    mem = memory_budget(h200, False)
+    menu_m, menu_n = set(h200.mapping.tile_m), set(h200.mapping.tile_n)
+    tiles = _nvjet_tiles()
+    assert {(256, 160), (320, 128), (512, 64)} <= {(a, b) for a, b, _ in tiles}
+    offered = 0
+    for a, b, bpe in tiles:
+        if a % 64 and b % 64:
+            continue
+        if a in menu_m and b in menu_n:
+            offered += 1
+        dtype = "fp8_e4m3" if bpe == 1 else "bf16"
+        prob = lower_op(h200, Gemm("g", 8192, 8192, 8192, dtype=dtype), Options(), h200.cores.count).problem
+        kt = np.array([128 // bpe])
+        for tm, tn in ((a, b), (b, a)):
+            st = pipeline_stages(prob, np.array([tm]), np.array([tn]), kt, mem.buffers)
+            assert tiles_fit(mem, *tile_sram_bytes(prob, np.array([tm]), np.array([tn]), kt, st)).all(), (tm, tn)
+        assert int(accumulator_sets(prob.accumulator_elements, a, b)) == (1 if 2 * a * b > 40960 else 2)
+    # every tile with a multiple-of-64 side is on the menu but 128x272 and 128x288 (12 launches)
+    assert offered >= len([t for t in tiles if t[0] % 64 == 0 or t[1] % 64 == 0]) - 4
+
+
+def test_a_one_accumulator_tile_pays_its_drain_before_the_next(h200):
+    """Closed form: a tile over half the accumulator budget drains its bf16 results at the SM's
+    port (the tile buffer's bytes_per_cycle) after its last k-step, before the next tile's
+    MMAs; a ping-pong-sized tile drains under the other set's MMAs and pays only its array's
+    fill/drain."""
+    choice = choose_array(h200, "bf16")
+    df = get_dataflow(choice.dataflow)
+    port = h200.memory.core_srams[-1].bytes_per_cycle
+    prob = lower_op(h200, Gemm("g", 4096, 4096, 4096), Options(), h200.cores.count).problem
+    for tm, tn in ((256, 128), (320, 128), (128, 128), (64, 256)):
+        base = gemm_step_cycles(df, choice, np.array([tm]), np.array([tn]), np.array([64]))[1][0]
+        drain = tm * tn * 2 / port if 2 * tm * tn > 40960 else 0.0
+        assert prob.tail_fn(np.array([tm]), np.array([tn]), np.array([64]))[0] == pytest.approx(base + drain)
+    # the engine: two 256x128 tiles of ten k-steps each, one after the other on one SM
+    one_sm = load_chip("h200_sxm", overrides={"mapping.split_k": [1], "cores.count": 1})
+    r = simulate_op(one_sm, Gemm("g", 512, 640, 128), Options(tiles=(256, 128, 64)))
+    step, tail = gemm_step_cycles(df, choice, np.array([256]), np.array([128]), np.array([64]))
+    assert r.details["per_core_compute_cycles_max"] == pytest.approx(2 * (10 * step[0] + tail[0] + 256 * 128 * 2 / port))

@@ -130,6 +130,8 @@ class TileProblem:
     # tile_side_multiple, tile_m x tile_n at most tile_max_elements (0: no rule)
     tile_side_multiple: int = 0
     tile_max_elements: int = 0
+    # accumulator elements one core holds (MappingSpec.accumulator_elements; 0: two tiles' worth)
+    accumulator_elements: int = 0
     # the library's kernels as (tile_m, tile_n, smem stages): only these tiles are tried
     # (tile_m, tile_n, smem stages, k tile or 0 = the problem's k menu)
     tile_kernels: tuple[tuple[int, int, int, int], ...] | None = None

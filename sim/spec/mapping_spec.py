@@ -76,6 +76,11 @@ class MappingSpec(_Spec):
     # tile_m x tile_n is at most tile_max_elements (the fp32 accumulators live in registers)
     tile_one_side_multiple: Optional[_int(1, 1 << 20)] = None
     tile_max_elements: Optional[_int(1, 1 << 40)] = None
+    # accumulator elements one core holds for the tile_rule_arrays' kernels (None: any two
+    # tiles' worth).  A tile over half of it holds one set of accumulators, so its results
+    # must leave before the next tile accumulates (a Hopper cooperative kernel, registers:
+    # 40,960 fp32 = 160 KiB of 256 KiB); a smaller tile holds two (ping-pong)
+    accumulator_elements: Optional[_int(1, 1 << 40)] = None
     tile_rule_arrays: Optional[tuple[str, ...]] = None
     # GEMM kernels of a library path bound to one array, by array name: the only
     # (tile_m, tile_n, smem stages) it offers, and its split-K factors (default split_k).

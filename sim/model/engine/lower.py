@@ -31,6 +31,7 @@ from sim.model.dataflow import get_dataflow
 from sim.model.mapper.compute import (ArrayChoice, choose_array, compute_rate_class, gemm_step_cycles, special_cycles,
                                       vector_cycles)
 from sim.model.mapper.search import MemoryBudget, tile_sram_bytes, tiles_fit
+from sim.model.mapper.tiling import accumulator_sets
 from sim.model.memory.dram import dram_params
 from sim.spec.chip import MappingSpec, kernel_entry
 from sim.spec.chip import ChipSpec
@@ -330,6 +331,32 @@ def apply_library_constraints(chip: ChipSpec, prob: TileProblem, kind: str, arra
     return out
 
 
+def _with_exposed_drain(chip: ChipSpec, low: LoweredOp, opts: Options) -> LoweredOp:
+    """``low`` whose tiles, where they take more than half of the accumulators a core holds
+    (``accumulator_elements``, :func:`sim.model.mapper.tiling.accumulator_sets`), pay the
+    drain of their results out of the core at the tile buffer's port after their last
+    k-step: with one set of accumulators the next tile's MMAs wait for them (a cooperative
+    kernel's epilogue), where two sets let one drain while the other accumulates (ping-pong).
+    Not under ideal memory, which moves no data."""
+    prob = low.problem
+    if not prob.accumulator_elements or opts.memory == "ideal" or not chip.memory.core_srams:
+        return low
+    port = chip.memory.core_srams[-1].bytes_per_cycle
+    return dataclasses.replace(low, problem=dataclasses.replace(prob, tail_fn=_exposed_drain(prob, port)))
+
+
+def _exposed_drain(prob: TileProblem, port_bytes_per_cycle: float) -> Callable:
+    """``prob``'s tail (cycles an output tile's last step adds) plus a one-set tile's drain
+    (:func:`_with_exposed_drain`)."""
+    base, c_bytes, limit = prob.tail_fn, prob.layout.c, prob.accumulator_elements
+
+    def tail_fn(mt, nt, kt):
+        elements = np.asarray(mt, dtype=np.float64) * np.asarray(nt, dtype=np.float64)
+        drain = np.where(accumulator_sets(limit, mt, nt) < 2, elements * c_bytes / port_bytes_per_cycle, 0.0)
+        return drain if base is None else base(mt, nt, kt) + drain
+    return tail_fn
+
+
 def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
     """The :class:`TileProblem` fields a kernel library's menu sets on a GEMM on ``array``."""
     fields: dict[str, Any] = {"tile_menu_m": ms.tile_m, "tile_menu_n": ms.tile_n}
@@ -352,7 +379,8 @@ def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) 
     if array in ms.array_port_bytes_per_cycle:
         fields["port_bytes_per_cycle"] = float(ms.array_port_bytes_per_cycle[array])
     if ms.tile_rule_arrays is None or array in ms.tile_rule_arrays:
-        fields.update(tile_side_multiple=ms.tile_one_side_multiple or 0, tile_max_elements=ms.tile_max_elements or 0)
+        fields.update(tile_side_multiple=ms.tile_one_side_multiple or 0, tile_max_elements=ms.tile_max_elements or 0,
+                      accumulator_elements=ms.accumulator_elements or 0)
     if ms.tile_k_bytes:
         # the k tile spans tile_k_bytes of the narrower operand (a W8A16 kernel streams
         # 128-byte rows of int8 weights)
@@ -441,7 +469,7 @@ def _within_library(chip: ChipSpec, low: LoweredOp, kind: str, tiles: tuple[int,
 
 @register_lowering(Gemm)
 def _lower_gemm(chip: ChipSpec, op: Gemm, opts: Options, cores: int) -> LoweredOp:
-    return _within_library(chip, gemm_problem(chip, op, opts), "gemm", opts.tiles)
+    return _with_exposed_drain(chip, _within_library(chip, gemm_problem(chip, op, opts), "gemm", opts.tiles), opts)
 
 
 def conv_row_length(chip: ChipSpec, op: Conv2d, opts: Options) -> int | None:
@@ -474,7 +502,7 @@ def _lower_conv2d(chip: ChipSpec, op: Conv2d, opts: Options, cores: int) -> Lowe
                           kernel_w=op.kernel_w, stride=op.stride)
     low = dataclasses.replace(low, problem=dataclasses.replace(low.problem, conv=windows))
     # a stack's kernel tile is a GEMM's or an attention's, never an im2col convolution's
-    return _within_library(chip, low, "gemm", None, lowering="im2col")
+    return _with_exposed_drain(chip, _within_library(chip, low, "gemm", None, lowering="im2col"), opts)
 
 
 @register_lowering(Attention)

@@ -276,11 +276,26 @@ def pipeline_stages(prob: TileProblem, mt, nt, kt, default: int):
 def tile_sram_bytes(prob: TileProblem, mt, nt, kt, buffers):
     """Per-core SRAM (A, B, C) for one tile of each operand: the input tiles times the
     pipeline depth, the C accumulator (at accumulator precision) at most twice - it is
-    drained once per output tile, not streamed per step."""
+    drained once per output tile, not streamed per step - and once where a library's
+    accumulator budget holds only one tile's (:func:`accumulator_sets`)."""
     a = footprint_bytes(prob, "a", mt, nt, kt, 1) * buffers
     b = footprint_bytes(prob, "b", mt, nt, kt, 1) * buffers if prob.has_b else 0.0 * a
-    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * np.minimum(buffers, 2)
+    sets = np.minimum(buffers, accumulator_sets(prob.accumulator_elements, mt, nt))
+    c = footprint_bytes(prob, "c", mt, nt, kt, 1) / prob.layout.c * max(prob.layout.psum, prob.layout.c) * sets
     return a, b, c
+
+
+def accumulator_sets(accumulator_elements: int, mt, nt):
+    """Output tiles whose accumulators a core holds at once: two (one drains while the next
+    accumulates), or one where a library's accumulator budget (``accumulator_elements``,
+    :class:`~sim.ir.lowered.TileProblem`) is less than twice the tile, its sides rounded up
+    to 8 as the library's tile rule rounds them (a Hopper cooperative kernel: 256x128 and
+    320x128 tiles take 128-160 KiB of the 256 KiB register file; ping-pong kernels' tiles at
+    most half of the 160 KiB budget).  ``accumulator_elements`` 0: no budget, two."""
+    if not accumulator_elements:
+        return 2
+    elements = (-(-np.asarray(mt) // 8) * 8) * (-(-np.asarray(nt) // 8) * 8)
+    return np.where(2 * elements > accumulator_elements, 1, 2)
 
 
 def tiles_fit(mem: "MemoryBudget", a_b, b_b, c_b):
