@@ -134,7 +134,7 @@ def models(cases: str, out: str, start: int = 0, stop: int | None = None) -> Non
     ``model_step_clock``, which lands within -0.4..+2.8 % of the H100's probed step clocks for bf16)
     and the vector and copy kernels slowed by their measured clock share below the boost clock."""
     import pandas as pd
-    from step_clocks import highest_fitting_clock, vector_clock_sensitivity
+    from step_clocks import highest_fitting_clock, vector_clock_scale, vector_clock_sensitivity
     from sim.apps.validation import predict_model
     from sim.apps.validation_cases import read_cases
     from sim.spec.registry import load_chip
@@ -157,7 +157,7 @@ def models(cases: str, out: str, start: int = 0, stop: int | None = None) -> Non
 
         f = highest_fitting_clock(pw, lambda c: at(c)["w"])
         x = at(f)
-        ms = x["ms"] + x["vector_ms"] * share * (pw.boost_clock_mhz / f - 1.0)
+        ms = x["ms"] + x["vector_ms"] * (vector_clock_scale(share, f, pw.boost_clock_mhz) - 1.0)
         rows.append({"line": case.line, "phase": case.attrs["phase"], "weight_dtype": case.attrs.get("weight_dtype"),
                      "measured_ms": case.measured_ms, "step_clock_mhz": f, "avg_w": round(x["w"], 1),
                      "predicted_ms": ms, "error_pct": (ms / case.measured_ms - 1) * 100})

@@ -137,12 +137,19 @@ def vector_clock_sensitivity(gpu: str) -> float | None:
     return num / den
 
 
+def vector_clock_scale(s: float, f: float, idle_mhz: float = 1980.0) -> float:
+    """What a memory-bound kernel's time at the idle clock becomes at clock ``f`` when a share
+    ``s`` of it scales with the SM clock (session 38's measurement, :func:`vector_clock_sensitivity`):
+    1 - s + s * idle_mhz / f."""
+    return 1 - s + s * idle_mhz / f
+
+
 def what_if(row: dict, s: float, idle_mhz: float = 1980.0) -> dict:
     """The step with every op at the probed clock f and the model's vector and copy time scaled
     by 1 - s + s * idle_mhz / f (the stream rules were measured at the idle clock): a what-if
     of the refit, not the shipped model."""
     a, f = row["at_measured_clock"], row["measured"]["sm_mhz"]
-    vector = a["vector_ms"] * (1 - s + s * idle_mhz / f)
+    vector = a["vector_ms"] * vector_clock_scale(s, f, idle_mhz)
     total = a["gemm_ms"] + vector + a["attention_ms"]
     out = {"s": round(s, 3), "vector_ms": round(vector, 3), "kernels_ms": round(total, 3),
            "error_vs_step": round(total / row["measured"]["step_ms"] - 1, 4)}
@@ -157,7 +164,7 @@ def what_if_refit(chip_name: str, kw: dict, measured: dict, s: float, idle_mhz: 
     """The step at its probed clock on the measured-quantities candidate
     (``validation/refit_candidate.py``: the L2 as measured, tensor-core arrays at the pipe's busy
     share x the in-kernel / held clock ratio; its ``clock_mhz`` replaced by the probed clock, DVFS
-    off), with the vector and copy time scaled by 1 - s + s * idle_mhz / f as in :func:`what_if`:
+    off), with the vector and copy time scaled by :func:`vector_clock_scale` as in :func:`what_if`:
     the refit's three parts together, not the shipped model."""
     sys.path.insert(0, str(ROOT / "validation"))
     from refit_candidate import CUDA_FRACTION, overrides
@@ -165,7 +172,7 @@ def what_if_refit(chip_name: str, kw: dict, measured: dict, s: float, idle_mhz: 
     f = measured["sm_mhz"]
     ov = [o for o in overrides(CUDA_FRACTION, chip_name) if not o.startswith("clock_mhz=")]
     r = model_step(chip_name, kw, ov + ["power.dvfs=false", f"clock_mhz={f}"])
-    vector = r["vector_ms"] * (1 - s + s * idle_mhz / f)
+    vector = r["vector_ms"] * vector_clock_scale(s, f, idle_mhz)
     total = r["gemm_ms"] + r["attention_ms"] + vector
     return {"gemm_ms": r["gemm_ms"], "attention_ms": r["attention_ms"], "vector_ms": round(vector, 3),
             "kernels_ms": round(total, 3), "avg_w": r["avg_w"],
