@@ -335,26 +335,20 @@ def _with_exposed_drain(chip: ChipSpec, low: LoweredOp, opts: Options) -> Lowere
     """``low`` whose tiles, where they take more than half of the accumulators a core holds
     (``accumulator_elements``, :func:`sim.model.mapper.tiling.accumulator_sets`), pay the
     drain of their results out of the core at the tile buffer's port after their last
-    k-step: with one set of accumulators the next tile's MMAs wait for them (a cooperative
-    kernel's epilogue), where two sets let one drain while the other accumulates (ping-pong).
-    Not under ideal memory, which moves no data."""
+    k-step (added to the problem's tail): with one set of accumulators the next tile's MMAs
+    wait for them (a cooperative kernel's epilogue), where two sets let one drain while the
+    other accumulates (ping-pong).  Not under ideal memory, which moves no data."""
     prob = low.problem
     if not prob.accumulator_elements or opts.memory == "ideal" or not chip.memory.core_srams:
         return low
     port = chip.memory.core_srams[-1].bytes_per_cycle
-    return dataclasses.replace(low, problem=dataclasses.replace(prob, tail_fn=_exposed_drain(prob, port)))
-
-
-def _exposed_drain(prob: TileProblem, port_bytes_per_cycle: float) -> Callable:
-    """``prob``'s tail (cycles an output tile's last step adds) plus a one-set tile's drain
-    (:func:`_with_exposed_drain`)."""
     base, c_bytes, limit = prob.tail_fn, prob.layout.c, prob.accumulator_elements
 
     def tail_fn(mt, nt, kt):
         elements = np.asarray(mt, dtype=np.float64) * np.asarray(nt, dtype=np.float64)
-        drain = np.where(accumulator_sets(limit, mt, nt) < 2, elements * c_bytes / port_bytes_per_cycle, 0.0)
+        drain = np.where(accumulator_sets(limit, mt, nt) < 2, elements * c_bytes / port, 0.0)
         return drain if base is None else base(mt, nt, kt) + drain
-    return tail_fn
+    return dataclasses.replace(low, problem=dataclasses.replace(prob, tail_fn=tail_fn))
 
 
 def _gemm_library_fields(ms: MappingSpec, prob: TileProblem, array: str | None) -> dict[str, Any]:
