@@ -6,10 +6,10 @@ still cost programs.  Checked against the loop's own kernels timed one by one
 GPU needed."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_import import load_script
 
 from sim.apps.serving.latency import LatencyModel
 from sim.model.stacks import load_stack
@@ -33,9 +33,7 @@ def rule():
 
 @pytest.fixture(scope="module")
 def fit_module():
-    spec = importlib.util.spec_from_file_location("fit_decode_split", ROOT / "validation" / "fit_decode_split.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(ROOT / "validation" / "fit_decode_split.py")
     return mod
 
 

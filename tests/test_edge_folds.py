@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from script_import import load_script
 
 from sim.apps.single_op import simulate
 from sim.ir.ops import Gemm
@@ -109,13 +110,10 @@ def test_more_columns_never_slow_a_gemm_on_a_systolic_chip(name):
     """Six GEMMs of random shape (the knob search's own draw, validation/knob_monotonicity.py,
     seed 1) on each systolic chip, with twice the array columns: none more than 1 % slower
     (before the trim, tpu_v1 had 6 of 8 ops 1-12 % slower with 512 columns)."""
-    import importlib.util
     import random
     from pathlib import Path
     path = Path(__file__).resolve().parents[1] / "validation" / "knob_monotonicity.py"
-    spec = importlib.util.spec_from_file_location("knob_monotonicity", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(path)
     chip = load_chip(name)
     wide = load_chip(name, [script.double_knob(chip, "cols")])
     gemms = [op for op in script.draw_ops(chip, 6, random.Random(f"1:{name}")) if isinstance(op, Gemm)]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from script_import import load_script
 
 import sim
 from sim.apps.validation import predict, read_cases
@@ -52,11 +53,7 @@ def test_the_rule_counts_the_l1_sectors_nsight_compute_counted(rule):
 
 def test_the_profile_numbers_are_the_counters(rule):
     # validation/fit_int8mm.py derives both numbers from the counters, not from the times
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fit_int8mm", ROOT / "validation" / "fit_int8mm.py")
-    fit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit)
+    fit = load_script(ROOT / "validation" / "fit_int8mm.py")
     waves, sectors, latency, mhz = fit.fit()
     assert rule.l1_wavefronts_per_cycle == pytest.approx(waves, abs=0.001)
     assert rule.l1_sectors_per_cycle == pytest.approx(sectors, abs=0.01)

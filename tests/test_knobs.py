@@ -36,11 +36,11 @@ Tolerances and why:
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from script_import import load_script
 
 import sim
 from sim.apps.single_op import simulate
@@ -80,18 +80,10 @@ def _isolate(chip, keep: str) -> list[str]:
     return ov
 
 
-def _load_script():
-    """validation/knob_monotonicity.py (its ``double_knob`` and ``gemm_dtype`` are the one
-    override per knob and the GEMM format that both this suite and that seeded search over
-    random ops use)."""
-    path = Path(__file__).resolve().parents[1] / "validation" / "knob_monotonicity.py"
-    spec = importlib.util.spec_from_file_location("knob_monotonicity", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_SCRIPT = _load_script()
+#: validation/knob_monotonicity.py (its ``double_knob`` and ``gemm_dtype`` are the one
+#: override per knob and the GEMM format that both this suite and that seeded search over
+#: random ops use)
+_SCRIPT = load_script(Path(__file__).resolve().parents[1] / "validation" / "knob_monotonicity.py")
 _knob = _SCRIPT.double_knob  # (chip, knob) -> the override that doubles knob on chip
 _dtype = _SCRIPT.gemm_dtype  # chip -> the format its GEMMs here are in
 

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from script_import import load_script
 
 import sim.apps.energy_report as ER
 import sim.model.cost.power as PW
@@ -399,16 +400,13 @@ def test_harness_constants_mirror_the_harness_script():
 def test_harness_repeats_mirror_the_harness_it_models():
     """sim.apps.kernel_harness.harness_repeats restates validation/gpu/cases.py's repeats_for (the
     package cannot import the GPU scripts): the two agree at every op length."""
-    import importlib.util
     from pathlib import Path
 
     from sim.apps.kernel_harness import harness_repeats
 
     assert harness_repeats(0.0002) == 200 and harness_repeats(0.0016) == 188 and harness_repeats(1.0) == 5
     path = Path(__file__).resolve().parents[1] / "validation" / "gpu" / "cases.py"
-    spec = importlib.util.spec_from_file_location("gpu_cases", path)
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
+    cases = load_script(path)
     for t_ms in (1e-6, 0.001, 0.0149, 0.015, 0.3, 1.5, 14.9, 15.0, 15.1, 30.0, 100.0, 1e4):
         assert harness_repeats(t_ms * 1e-3) == cases.repeats_for(t_ms), t_ms
 
@@ -422,11 +420,7 @@ def test_fp8_mac_energy_is_the_in_kernel_clock_fit():
     more than 12 % under it although they ran at the lowest clocks; the value each fp8 kernel
     alone asks for is within 20 % of their median (0.26-0.33 pJ when recorded).  h100_sxm (the
     same die) carries the value over."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fit_fp8_energy", MEAS.parent / "fit_fp8_energy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(MEAS.parent / "fit_fp8_energy.py")
     table = mod.stored()   # validation/fit_fp8_energy.py --write: the 20 kernels take ~1 minute
     # the stored table is the model's today: the three fp8 rows and the two cheapest others re-priced
     chip = load_chip(mod.CHIP, mod.OVERRIDES)

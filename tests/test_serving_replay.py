@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from script_import import load_script
 
 from sim.apps.serving.latency import LatencyModel
 from sim.apps.serving.replay import _chunks, loop_latency_model, loop_policy, predict_iterations, read_run, replay
@@ -188,11 +189,7 @@ def test_attention_calls_are_counted_per_layer_and_kind(lm):
 def test_host_rule_is_the_microbenchmark_fit():
     """stacks/eager_pytorch.yaml's eager host numbers are validation/fit_serving_host.py's fit
     of the stored drift-cancelled microbenchmark, to the nanosecond."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fit_serving_host", RUN3.parents[2] / "fit_serving_host.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(RUN3.parents[2] / "fit_serving_host.py")
     params, d = mod.fit()
     assert len(d) >= 8 and float((d["fit_s"] / d["host_s"] - 1).abs().max()) < 0.15
     h = LatencyModel(load_chip(CHIP), load_model_spec(MODEL)).stack.host

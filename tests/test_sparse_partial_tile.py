@@ -5,11 +5,11 @@ and the H100's Nsight Compute times of those shapes."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from script_import import load_script
 
 import sim
 from sim.apps.validation import predict, read_cases
@@ -29,10 +29,7 @@ def rule():
 
 
 def _fit():
-    spec = importlib.util.spec_from_file_location("fit_sparse_partial_tile",
-                                                  ROOT / "validation" / "fit_sparse_partial_tile.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(ROOT / "validation" / "fit_sparse_partial_tile.py")
     return mod.fit()
 
 

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from script_import import load_script
 
 import sim
 from sim.model.engine.lower import Options
@@ -48,11 +49,7 @@ def _priced(chip, op, stack):
 
 def _fit_script(name: str):
     """A fit script of validation/ as a module (they are scripts, not package modules)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "validation" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(ROOT / "validation" / f"{name}.py")
     return mod
 
 
