@@ -218,6 +218,8 @@ def test_mixed_kinds_share_axes_only_where_they_apply(tmp_path):
     ("workloads:\n  - kind: serving\n    model: tiny\n    prompt: {kind: lognormal, sigma: 0.8}\n", 4, "median"),
     ("workloads:\n  - kind: serving\n    model: tiny\n    draft_model: no-such-model\n", 4,
      "unknown model 'no-such-model'"),
+    ("workloads:\n  - kind: serving\n    model: tiny\n    draft_model: tiny\n    draft_chip: no-such-chip\n", 5,
+     "unknown chip 'no-such-chip'"),
     ("workloads:\n  - {kind: serving, model: tiny}\nmetrics: [ttft_p99]\n", 3, "did you mean 'ttft_p99_s'"),
 ])
 def test_bad_serving_spec_names_file_line_and_key(tmp_path, body, line, needle):
@@ -245,6 +247,36 @@ def test_invalid_serving_value_names_parameter(tmp_path):
     df = plan(p)
     assert pd.isna(df["error"].iloc[0])
     assert "parameter workload.replicas = 0" in df["error"].iloc[1]
+
+
+def test_draft_chip_axis_runs_the_draft_where_it_says(tmp_path):
+    """workload.draft_chip is an axis: each point's draft runs on that chip (a chip with twice
+    the DRAM pin rate decodes the draft faster, so TPOT falls), its chip is in the point's
+    hash, and a chip that cannot compute the run's format is that point's error, named."""
+    text = (ROOT / "arch_configs" / "npu_128x128.yaml").read_text()
+    assert text.count("data_rate_gbps_per_pin: 6.4") == 1
+    fast = tmp_path / "fast_npu.yaml"
+    fast.write_text(text.replace("data_rate_gbps_per_pin: 6.4", "data_rate_gbps_per_pin: 12.8")
+                    .replace("name: npu_128x128", "name: fast_npu", 1))
+    p = write(tmp_path, f"""\
+chip: npu_128x128
+workloads:
+  - kind: serving
+    model: tiny
+    rate_per_s: 200
+    num_requests: 20
+    prompt: 64
+    output: 24
+    speculative_k: 3
+    draft_model: tiny
+parameters:
+  workload.draft_chip: [npu_128x128, {fast}, edge_npu]
+""")
+    df = sweep(p, jobs=1, progress=False)
+    assert df["hash"].nunique() == 3
+    assert df["error"].iloc[:2].isna().all(), df["error"].tolist()
+    assert "draft_chip edge_npu" in df["error"].iloc[2] and "bf16" in df["error"].iloc[2]
+    assert df["tpot_p50_s"].iloc[1] < df["tpot_p50_s"].iloc[0]
 
 
 def test_serving_choices_match_the_serving_package():

@@ -41,8 +41,8 @@ GENERATION_SAMPLES = 9
 def check_fit(chip: ChipSpec, model, precision, parallel, batch: int, context_tokens: int) -> dict:
     """Weights plus KV cache per chip against the chip's DRAM capacity."""
     chips = parallel.tensor * parallel.pipeline
-    w = weight_bytes(model, precision)
-    kv = kv_cache_bytes(model, context_tokens, batch, precision.kv_format)
+    w = weight_bytes(model, precision, parallel.tensor)
+    kv = kv_cache_bytes(model, context_tokens, batch, precision.kv_format, parallel.tensor)
     cap = chip.memory.dram.capacity_bytes
     per_chip = (w + kv) / chips
     info = {"weight_bytes": w, "kv_cache_bytes": kv, "kv_cache_bytes_per_sequence": kv // max(1, batch),
@@ -55,7 +55,8 @@ def check_fit(chip: ChipSpec, model, precision, parallel, batch: int, context_to
 DEFAULT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
 
 
-def _computes(chip: ChipSpec, fmt: str) -> bool:
+def computes(chip: ChipSpec, fmt: str) -> bool:
+    """Whether one of the chip's arrays computes ``fmt`` (natively or widened)."""
     try:
         choose_array(chip, get_format(fmt).rate_class)
         return True
@@ -67,7 +68,7 @@ def default_dtype(chip: ChipSpec) -> str:
     """The activation format a run uses when none is given: the first of
     :data:`DEFAULT_DTYPES` that one of the chip's arrays computes (natively or widened)."""
     for d in DEFAULT_DTYPES:
-        if _computes(chip, d):
+        if computes(chip, d):
             return d
     raise MappingError(f"chip '{chip.name}' has no array for any of {', '.join(DEFAULT_DTYPES)}")
 
@@ -78,7 +79,7 @@ def run_precision(chip: ChipSpec, dtype: str, weight_dtype: str | None = None, k
     alike): the ones given, except on a chip that has units for ``dtype`` but not for the
     16-bit format kept between GEMMs."""
     precision = Precision(dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, sparsity=sparsity)
-    if not _computes(chip, precision.vector_format) and _computes(chip, dtype):
+    if not computes(chip, precision.vector_format) and computes(chip, dtype):
         # a chip without matrix units for 16-bit tensors (an int8-only accelerator: TPU v1
         # keeps 8-bit activations in its Unified Buffer, Jouppi et al. 2017) keeps the
         # tensors between GEMMs, its KV cache (unless told otherwise) and its LM head in

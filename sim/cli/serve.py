@@ -91,7 +91,16 @@ def add_parser(sub) -> None:
     d.add_argument("--prefix-caching", action="store_true", help="reuse cached prefixes (LRU)")
     d.add_argument("--speculative-k", type=int, default=0, help="speculative decoding: drafted tokens per step")
     d.add_argument("--alpha", default="0.7", help="acceptance rate, or a comma-separated per-position profile")
-    d.add_argument("--draft-model", default=None, help="draft model (costed on the same chips); none: no draft cost")
+    d.add_argument("--draft-model", default=None,
+                   help="draft model (costed on the target's chips unless --draft-chip); none: no draft cost")
+    d.add_argument("--draft-chip", default=None,
+                   help="chip YAML path or name the draft model runs on, beside each replica (default: the target's "
+                        "chips, sharing their memory)")
+    d.add_argument("--draft-tensor-parallel", type=int, default=1,
+                   help="with --draft-chip: chips per replica the draft runs on (default 1)")
+    d.add_argument("--draft-link-latency-us", type=float, default=None,
+                   help="with --draft-chip: one hop between draft and target chips, us (default: the chip's "
+                        "interconnect link latency)")
     d.add_argument("--prefill-replicas", type=int, default=None, help="disaggregated: replicas in the prefill pool")
     d.add_argument("--kv-link-gb-per-s", type=float, default=None,
                    help="disaggregated: KV transfer bandwidth per chip (default: the chip's interconnect)")
@@ -118,6 +127,17 @@ def add_parser(sub) -> None:
     o.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     o.add_argument("--out", default=None, help="write requests.csv, iterations.csv, timeline.csv, summary.json here")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    x = s.add_argument_group("deployment search")
+    x.add_argument("--search", action="append", metavar="AXIS=V1,V2,...",
+                   help="simulate every combination of these deployment values on the same requests and rank them "
+                        "(repeatable; axes: replicas, tensor_parallel, token_budget, scheduler (continuous, "
+                        "chunked_prefill, disaggregated: aggregated vs disaggregated), prefill_replicas, max_batch, "
+                        "weight_dtype, draft_chip, ... ; an axis replaces the option of the same name). Prints the "
+                        "deployments best goodput per chip first, the best one and the Pareto front of output "
+                        "tokens/s per chip vs tokens/s per user; --out writes search.csv and pareto.png")
+    x.add_argument("--min-attainment", type=float, default=0.9,
+                   help="with --search: a deployment meets the SLOs when at least this share of requests meet "
+                        "every one (default 0.9)")
     s.set_defaults(func=run)
 
 
@@ -190,6 +210,18 @@ def _check_args(args) -> None:
         from sim.apps.serving.simulator import load_draft_model
 
         load_draft_model(args.draft_model, "--draft-model")
+    if args.draft_chip is not None or args.draft_tensor_parallel != 1 or args.draft_link_latency_us is not None:
+        if args.draft_model is None:
+            raise WorkloadError("--draft-chip, --draft-tensor-parallel and --draft-link-latency-us place a draft "
+                                "model; give --draft-model too")
+        if args.draft_chip is None:
+            raise WorkloadError("--draft-tensor-parallel and --draft-link-latency-us apply to a draft on chips of "
+                                "its own; give --draft-chip too")
+        if args.draft_tensor_parallel < 1:
+            bad("--draft-tensor-parallel", args.draft_tensor_parallel, ">= 1")
+        v = args.draft_link_latency_us
+        if v is not None and not (finite(v) and v >= 0):
+            bad("--draft-link-latency-us", v, "a finite number >= 0")
     for flag, v, low in (("--replicas", args.replicas, 1), ("--tensor-parallel", args.tensor_parallel, 1),
                          ("--max-batch", args.max_batch, 1), ("--token-budget", args.token_budget, 1),
                          ("--block-tokens", args.block_tokens, 1), ("--kv-capacity-tokens", args.kv_capacity_tokens, 1),
@@ -206,19 +238,92 @@ def _check_args(args) -> None:
             bad(flag, v, "a finite number >= 0")
 
 
+#: columns ``sim serve --search`` prints (after the axes), with their headers
+_SEARCH_SHOWN = {"chips": "chips", "finished": "finished", "ttft_p99_s": "TTFT p99 ms", "tpot_p50_s": "TPOT p50 ms",
+                 "tpot_p99_s": "TPOT p99 ms", "output_tokens_per_s_per_chip": "tok/s/chip",
+                 "tokens_per_s_per_user": "tok/s/user", "slo_attainment": "SLO met", "meets_slo": "meets",
+                 "pareto": "pareto"}
+
+
+def _run_search(chip, args, kw: dict, progress: bool) -> int:
+    """``sim serve --search``: every combination of the axes, ranked (:func:`sim.apps.serving.search.search`)."""
+    from sim.apps.serving.search import parse_axis, search
+
+    if not 0.0 <= args.min_attainment <= 1.0:  # NaN fails both comparisons
+        raise WorkloadError(f"--min-attainment must be a share between 0 and 1, got {args.min_attainment}")
+    grid: dict = {}
+    for text in args.search:
+        name, values = parse_axis(text)
+        if name in grid:
+            raise WorkloadError(f"--search {name}: given twice (give every value in one --search {name}=...)")
+        grid[name] = values
+    slos = kw.pop("slos")
+    df = search(chip, args.model, grid, slos=slos, min_attainment=args.min_attainment, progress=progress,
+                model_set=getattr(args, "model_set", None), **kw)
+    if args.out:
+        from pathlib import Path
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "search.csv", index=False)
+        from sim.apps.serving import plots
+
+        plots.pareto(df, out / "pareto.png")
+    if args.json:
+        import json
+
+        print(json.dumps({"axes": grid, "slos_s": slos, "deployments": json.loads(df.to_json(orient="records"))}))
+        return 0
+    failed = df[df["error"].notna()] if "error" in df else df.iloc[:0]
+    view = df.drop(failed.index)
+    view = view[[c for c in list(grid) + list(_SEARCH_SHOWN) if c in view]].copy()
+    for c in ("ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
+        if c in view:
+            view[c] = view[c] * 1e3
+    view = view.rename(columns=_SEARCH_SHOWN)
+    print(f"{len(df)} deployments of {args.model} on {chip.name}"
+          + (f", SLOs {', '.join(f'{k} <= {v * 1e3:g} ms' for k, v in slos.items())} for "
+             f">= {args.min_attainment:.0%} of requests" if slos else "") + ":")
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 40, "display.float_format", "{:,.4g}".format):
+        print(view.to_string(index=False))
+    for msg, g in failed.groupby("error", sort=False):
+        which = "; ".join(", ".join(f"{k}={r[k]}" for k in grid if k in r and r[k] == r[k]) for _, r in g.iterrows())
+        print(f"not run ({len(g)}): {msg}: {which}")
+    ok = df[df["meets_slo"]]
+    if len(ok):
+        best = ok.iloc[0]
+        what = ", ".join(f"{k}={best[k]}" for k in grid if k in best and best[k] == best[k])
+        chips = f"{best['chips']:g} chip{'s' if best['chips'] != 1 else ''}"
+        print(f"\nbest: {what} ({chips}, {best['output_tokens_per_s_per_chip']:,.1f} output tokens/s per chip)")
+        print(f"Pareto front (tokens/s per chip vs per user): {int(df['pareto'].sum())} deployment(s)")
+    else:
+        print("\nno deployment meets " + ("the SLOs" if slos else "the load (every one dropped or left requests)"),
+              file=sys.stderr)
+    if args.out:
+        print(f"\nwrote {args.out}/search.csv, pareto.png", file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     from sim.apps.serving import serve
 
     _check_args(args)
     check_formats(args)
     chip = load_chip(args.chip, overrides=args.set or [])
+    draft_chip = None
+    if args.draft_chip is not None:
+        from sim.apps.serving.simulator import load_draft_chip
+
+        draft_chip = load_draft_chip(args.draft_chip, "--draft-chip")
     try:
         alpha = [float(a) for a in str(args.alpha).split(",")]
     except ValueError:
         raise SimError(f"--alpha: expected a number or comma-separated numbers, got {args.alpha!r}") from None
     if not all(0.0 <= a <= 1.0 for a in alpha):  # NaN fails both comparisons
         raise SimError(f"--alpha: acceptance rates are between 0 and 1, got {args.alpha!r}")
-    res = serve(chip, args.model, scheduler=args.scheduler, rate_per_s=args.rate, duration_s=args.duration,
+    kw = dict(scheduler=args.scheduler, rate_per_s=args.rate, duration_s=args.duration,
                 num_requests=args.num_requests, arrival=args.arrival, cv=args.cv,
                 prompt=parse_lengths(args.prompt, "prompt"), output=parse_lengths(args.output, "output"),
                 trace=args.trace, prefix_groups=args.prefix_groups, prefix_tokens=args.prefix_tokens, seed=args.seed,
@@ -228,13 +333,17 @@ def run(args) -> int:
                 kv_capacity_tokens=args.kv_capacity_tokens, preemption=args.preemption,
                 prefix_caching=args.prefix_caching, speculative_k=args.speculative_k,
                 speculative_alpha=alpha[0] if len(alpha) == 1 else tuple(alpha), draft_model=args.draft_model,
+                draft_chip=draft_chip, draft_tensor_parallel=args.draft_tensor_parallel,
+                draft_link_latency_s=None if args.draft_link_latency_us is None else args.draft_link_latency_us / 1e6,
                 prefill_replicas=args.prefill_replicas, kv_link_gb_per_s=args.kv_link_gb_per_s, dtype=args.dtype,
                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, fidelity=args.fidelity, stack=args.stack,
                 graphs=args.graphs,
                 max_queue=args.max_queue, drain_s=args.drain, slos=_slos(args),
-                price_per_chip_hour=args.price_per_chip_hour,
-                progress=not args.no_progress and not args.json,  # a terminal or not (issue 14): rate-limited when not
-                model_set=getattr(args, "model_set", None))
+                price_per_chip_hour=args.price_per_chip_hour)
+    progress = not args.no_progress and not args.json  # a terminal or not (issue 14): rate-limited when not
+    if args.search:
+        return _run_search(chip, args, kw, progress)
+    res = serve(chip, args.model, progress=progress, model_set=getattr(args, "model_set", None), **kw)
     if args.out:
         res.save(args.out)
     if args.json:

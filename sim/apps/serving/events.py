@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from sim.apps.serving.cost import Cost
 from sim.apps.serving.latency import ZERO, LatencyModel
 from sim.apps.serving.schedulers.base import Scheduler, Seq
 from sim.apps.serving.speculative import Speculative
@@ -60,9 +61,10 @@ class EventLoop:
     monitor that samples the system at fixed simulated intervals."""
 
     def __init__(self, env: Any, reqs: tuple[Request, ...], pools: Pools, *, router: str, max_queue: int | None,
-                 graphs: str, spec_dec: Speculative | None, per_token: int) -> None:
+                 graphs: str, spec_dec: Speculative | None, per_token: int, draft_hop_s: float = 0.0) -> None:
         # env: a simpy.Environment (typed Any: simpy is imported only when a run starts)
         self.env, self.reqs, self.spec_dec, self.per_token = env, reqs, spec_dec, per_token
+        self.draft_hop_s = draft_hop_s
         self.router, self.max_queue = router, max_queue
         self.replicas, self.front, self.back = pools.replicas, pools.front, pools.back
         self.link_bps, self.link_lat = pools.link_bps, pools.link_lat
@@ -219,6 +221,11 @@ class EventLoop:
                 dctx += s.ctx
             graph = self.graphs_all or (self.graphs_decode and not p.prefill)
             c = rep.lat.launched(self._cost(rep, p, dctx, graph), graph) if (p.prefill or p.decode or p.padded) else ZERO
+            if self.draft_hop_s and c is not ZERO:
+                # a draft on chips of its own: one hop to the target and, when sequences
+                # decode, one back (the draft's next step needs the verified tokens, so
+                # nothing overlaps)
+                c = c + Cost(seconds=self.draft_hop_s * (2 if p.decode or p.padded else 1))
             start = env.now
             dt = c.seconds + p.extra_s
             yield env.timeout(dt)

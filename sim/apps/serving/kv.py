@@ -1,4 +1,5 @@
-"""Paged KV cache: a block allocator with a prefix cache (LRU) and the capacity of a replica.
+"""Paged KV cache: a block allocator with a prefix cache (LRU).  A replica's capacity is
+``sim.apps.serving.simulator._kv_blocks``.
 
 Blocks are counted, not placed: every block holds ``block_tokens`` tokens of K and V for
 all layers, a sequence holds ``ceil(tokens / block_tokens)`` of them (vLLM's PagedAttention,
@@ -12,8 +13,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from sim.errors import WorkloadError
-from sim.model.workload.llm import weight_bytes
-from sim.spec.chip import ChipSpec
 
 #: vLLM's default KV block size in tokens (vLLM engine arguments, ``--block-size`` = 16)
 DEFAULT_BLOCK_TOKENS = 16
@@ -23,23 +22,6 @@ DEFAULT_MEMORY_UTILISATION = 0.9
 #: blocks kept free when admitting a new request so that running ones can grow
 #: (vLLM ``BlockSpaceManager`` watermark = 0.01 of the blocks)
 WATERMARK = 0.01
-
-
-def kv_capacity(chip: ChipSpec, model, precision, parallel, memory_utilisation: float = DEFAULT_MEMORY_UTILISATION,
-                block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict:
-    """Blocks of KV cache one replica holds: its chips' memory × utilisation minus the weights
-    (as :func:`sim.apps.inference.check_fit` counts them), divided by the bytes of one block."""
-    if not 0 < memory_utilisation <= 1:
-        raise WorkloadError(f"memory_utilisation: must be in (0, 1], got {memory_utilisation}")
-    chips = parallel.tensor * parallel.pipeline
-    cap = chip.memory.dram.capacity_bytes * chips
-    w = weight_bytes(model, precision)
-    per_token = model.kv_bytes_per_token(precision.kv_format)
-    budget = cap * memory_utilisation - w
-    blocks = int(budget // (per_token * block_tokens)) if budget > 0 else 0
-    return {"capacity_bytes": cap, "weight_bytes": w, "kv_budget_bytes": max(0.0, budget),
-            "kv_bytes_per_token": per_token, "block_tokens": block_tokens, "blocks": blocks,
-            "tokens": blocks * block_tokens, "chips": chips}
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sim.apps.inference import default_dtype, run_precision
+from sim.apps.inference import computes, default_dtype, run_precision
 from sim.apps.serving.events import ITERATION_COLUMNS, TIMELINE_COLUMNS, EventLoop, Pools, Replica
 from sim.apps.serving.kv import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILISATION, KVCache
 from sim.apps.serving.latency import GRAPH_POLICIES, LatencyModel
@@ -24,9 +24,9 @@ from sim.apps.serving.schedulers.base import Scheduler
 from sim.apps.serving.schedulers.chunked_prefill import DEFAULT_CHUNK_TOKENS
 from sim.apps.serving.speculative import Speculative
 from sim.apps.serving.workload import LengthDist, Request, generate, load_trace
-from sim.errors import SimError, UnknownNameError, WorkloadError
+from sim.errors import ConfigError, SimError, UnknownNameError, WorkloadError
 from sim.model.engine.lower import Options
-from sim.model.workload.llm import Parallelism, Precision, weight_bytes
+from sim.model.workload.llm import Parallelism, Precision, kv_cache_bytes, weight_bytes
 from sim.model.workload.models import load_model_spec
 from sim.spec.chip import ChipSpec
 from sim.spec.model_spec import ModelSpec
@@ -82,6 +82,9 @@ class ServeConfig:
     speculative_k: int = 0
     speculative_alpha: Any = 0.7
     draft_model: Any = None             # a name, a path or a ModelSpec
+    draft_chip: Any = None              # a name, a path or a ChipSpec; None: the draft shares the target's chips
+    draft_tensor_parallel: int = 1      # chips per replica the draft runs on, on draft_chip
+    draft_link_latency_s: float | None = None  # one hop between draft and target chips (default: interconnect's)
     prefill_replicas: int | None = None
     kv_link_gb_per_s: float | None = None
     kv_link_latency_s: float | None = None
@@ -99,7 +102,8 @@ def _check(cfg: ServeConfig) -> None:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise WorkloadError(f"{name}: must be a whole number >= {lo}, got {v!r}")
-    for n in ("replicas", "tensor_parallel", "pipeline_parallel", "max_batch", "block_tokens", "samples"):
+    for n in ("replicas", "tensor_parallel", "pipeline_parallel", "max_batch", "block_tokens", "samples",
+              "draft_tensor_parallel"):
         whole(n)
     for n in ("replicas", "prefill_replicas"):
         v = getattr(cfg, n)
@@ -123,6 +127,28 @@ def _check(cfg: ServeConfig) -> None:
             raise WorkloadError(f"{n}: must be > 0, got {v!r}")
     if cfg.speculative_k < 0:
         raise WorkloadError(f"speculative_k: must be >= 0, got {cfg.speculative_k}")
+    v = cfg.draft_link_latency_s
+    if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+        raise WorkloadError(f"draft_link_latency_s: must be a finite number of seconds >= 0, got {v!r}")
+    if cfg.draft_chip is not None and cfg.draft_model is None:
+        raise WorkloadError("draft_chip: names where the draft model runs; give draft_model too")
+    if cfg.draft_tensor_parallel != 1 and cfg.draft_chip is None:
+        raise WorkloadError("draft_tensor_parallel: applies to a draft on its own chips; give draft_chip too "
+                            "(without it the draft shares the target's tensor-parallel group)")
+
+
+def load_draft_chip(draft_chip, flag: str = "draft_chip") -> ChipSpec | None:
+    """The chip the draft model runs on (a name, a path or a ChipSpec; None: the target's)."""
+    if draft_chip is None:
+        return None
+    if isinstance(draft_chip, str) and not draft_chip.strip():
+        raise WorkloadError(f"{flag}: empty; give a chip name or a chip file, or leave it out")
+    try:
+        return as_chip(draft_chip)
+    except ConfigError:
+        raise                   # an invalid chip file: its own message names file, line and key
+    except SimError as exc:
+        raise WorkloadError(f"{flag}: {exc}") from None
 
 
 def load_draft_model(draft_model, flag: str = "draft_model"):
@@ -179,6 +205,7 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
     cfg = ServeConfig(**kwargs)
     _check(cfg)
     checked_draft = load_draft_model(cfg.draft_model)
+    draft_chip = load_draft_chip(cfg.draft_chip)
     slos = check_slos(cfg.slos)
     chip = as_chip(chip)
     spec = load_model_spec(model, overrides=model_set)
@@ -188,14 +215,14 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
     dtype = cfg.dtype or default_dtype(chip)
     precision = run_precision(chip, dtype, cfg.weight_dtype, cfg.kv_dtype)
     parallel = Parallelism(tensor=cfg.tensor_parallel, pipeline=cfg.pipeline_parallel)
-    models = _cost_models(cfg, chip, spec, precision, parallel, checked_draft)
+    models = _cost_models(cfg, chip, spec, precision, parallel, checked_draft, draft_chip)
     blocks, per_token = _kv_blocks(cfg, chip, spec, models, precision, parallel, reqs)
     default_budget = DEFAULT_CHUNK_TOKENS if sched_cls.name == "chunked_prefill" else max(spec.max_context, 2048)
     token_budget = cfg.token_budget or default_budget
     pools = _pools(cfg, chip, sched_cls, models, blocks, per_token, token_budget, parallel)
 
     loop = EventLoop(simpy.Environment(), reqs, pools, router=cfg.router, max_queue=cfg.max_queue, graphs=cfg.graphs,
-                     spec_dec=models.speculative, per_token=per_token)
+                     spec_dec=models.speculative, per_token=per_token, draft_hop_s=models.draft_hop_s)
     end_s = loop.run(cfg.drain_s, cfg.samples, cfg.progress)
     for m in (models.target, models.draft):
         if m is not None:
@@ -203,6 +230,13 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
 
     replicas = pools.replicas
     req_df, it_df, tl_df = _tables(reqs, loop)
+    target_chips = parallel.tensor * parallel.pipeline
+    chips = (target_chips + models.draft_chips) * len(replicas)
+    peak_flops = chip.dtype_peak_flops(dtype) * target_chips
+    peak_bytes = chip.memory.dram.peak_bytes_per_s * target_chips
+    if models.draft_chips:      # MFU / MBU against every chip's peak, the draft's included
+        peak_flops += draft_chip.dtype_peak_flops(models.draft_precision.dtype) * models.draft_chips
+        peak_bytes += draft_chip.memory.dram.peak_bytes_per_s * models.draft_chips
     extra = {"chip": chip.name, "model": spec.name, "scheduler": sched_cls.name, "replicas": len(replicas),
              "tensor_parallel": cfg.tensor_parallel, "stack": models.target.stack.name, "kv_blocks_per_replica": blocks,
              "kv_tokens_per_replica": blocks * cfg.block_tokens, "token_budget": token_budget,
@@ -211,14 +245,19 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
              "grid_points_cached": len(models.target.table)}
     if models.speculative:
         extra["speculative_expected_tokens_per_step"] = models.speculative.expected_tokens_per_step()
-    summary = summarise(req_df, it_df, tl_df, slos=slos, chips=parallel.tensor * parallel.pipeline * len(replicas),
-                        peak_flops=chip.dtype_peak_flops(dtype), peak_bytes_per_s=chip.memory.dram.peak_bytes_per_s,
+    if models.draft is not None:
+        extra["draft_chip"] = (draft_chip or chip).name
+        extra["draft_chips_per_replica"] = models.draft_chips
+    summary = summarise(req_df, it_df, tl_df, slos=slos, chips=chips,
+                        peak_flops=peak_flops * len(replicas) / chips,
+                        peak_bytes_per_s=peak_bytes * len(replicas) / chips,
                         price_per_chip_hour=cfg.price_per_chip_hour, end_s=end_s, kv_stats=_kv_stats(replicas),
                         extra=extra)
     conf = asdict(cfg)
     conf["prompt"] = repr(cfg.prompt)
     conf["output"] = repr(cfg.output)
     conf["draft_model"] = getattr(cfg.draft_model, "name", cfg.draft_model)
+    conf["draft_chip"] = getattr(cfg.draft_chip, "name", cfg.draft_chip)
     res = ServingResult(req_df, it_df, tl_df, summary, conf)
     object.__setattr__(res, "_replicas", replicas)   # for tests: the final KV state
     return res
@@ -226,29 +265,52 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
 
 class _CostModels(NamedTuple):
     """What prices an iteration: the served model's latency grid, and with speculative
-    decoding the draft model's grid (None when no draft model is costed)."""
+    decoding the draft model's grid (None when no draft model is costed), on the target's
+    chips or on its own (``draft_chips`` of them per replica, 0 when it shares the target's;
+    then each speculative step also pays ``draft_hop_s`` twice: drafted tokens to the target,
+    the verified ones back)."""
 
     target: LatencyModel
     speculative: Speculative | None
     draft: LatencyModel | None
     draft_spec: ModelSpec | None
+    draft_precision: Precision | None = None
+    draft_chips: int = 0
+    draft_hop_s: float = 0.0
 
 
 def _cost_models(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, precision: Precision, parallel: Parallelism,
-                 checked_draft: ModelSpec | None) -> _CostModels:
+                 checked_draft: ModelSpec | None, draft_chip: ChipSpec | None) -> _CostModels:
     options = Options(fidelity=cfg.fidelity)
     lat = LatencyModel(chip, spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
                        stack=cfg.stack, max_batch=cfg.max_batch)
     spec_dec = Speculative(cfg.speculative_k, cfg.speculative_alpha if not isinstance(cfg.speculative_alpha, list)
                            else tuple(cfg.speculative_alpha),
                            getattr(cfg.draft_model, "name", cfg.draft_model)) if cfg.speculative_k else None
-    draft = None
-    draft_spec = None
-    if spec_dec and checked_draft is not None:
-        draft_spec = checked_draft
-        draft = LatencyModel(chip, draft_spec, precision, cfg.attention, parallel, options, cache_dir=cfg.cache_dir,
-                             stack=cfg.stack, max_batch=cfg.max_batch)
-    return _CostModels(lat, spec_dec, draft, draft_spec)
+    if not (spec_dec and checked_draft is not None):
+        return _CostModels(lat, spec_dec, None, None)
+    if draft_chip is None:      # the draft shares the target's chips, precision and parallelism
+        draft = LatencyModel(chip, checked_draft, precision, cfg.attention, parallel, options,
+                             cache_dir=cfg.cache_dir, stack=cfg.stack, max_batch=cfg.max_batch)
+        return _CostModels(lat, spec_dec, draft, checked_draft, precision)
+    # its own chips: their default activation format unless one was asked for, the same
+    # weight and KV formats (a format the draft chip lacks is refused, naming the option)
+    try:
+        d_dtype = cfg.dtype or default_dtype(draft_chip)
+        d_precision = run_precision(draft_chip, d_dtype, cfg.weight_dtype, cfg.kv_dtype)
+    except SimError as exc:
+        raise WorkloadError(f"draft_chip {draft_chip.name}: {exc}") from None
+    if not computes(draft_chip, d_dtype):
+        raise WorkloadError(f"draft_chip {draft_chip.name}: its arrays cannot compute in {d_dtype}, the format "
+                            f"asked for the run (dtype); leave dtype to each chip's default or pick another draft chip")
+    d_parallel = Parallelism(tensor=cfg.draft_tensor_parallel)
+    # the draft's own stack: the target's stack profile may name kernels only the target chip has
+    draft = LatencyModel(draft_chip, checked_draft, d_precision, cfg.attention, d_parallel, options,
+                         cache_dir=cfg.cache_dir, stack=None, max_batch=cfg.max_batch)
+    hop = cfg.draft_link_latency_s
+    if hop is None:             # the link between the two chips: the target's interconnect hop, if it has one
+        hop = chip.interconnect.link_latency_ns * 1e-9 if chip.interconnect is not None else 0.0
+    return _CostModels(lat, spec_dec, draft, checked_draft, d_precision, cfg.draft_tensor_parallel, hop)
 
 
 def _kv_blocks(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, models: _CostModels, precision: Precision, parallel: Parallelism,
@@ -257,11 +319,12 @@ def _kv_blocks(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, models: _CostM
     weights, the draft's included) and KV bytes per token; refuse a workload one of whose
     requests could never fit the cache or the model's context."""
     chips_per_replica = parallel.tensor * parallel.pipeline
-    per_token = spec.kv_bytes_per_token(precision.kv_format)
-    w = weight_bytes(spec, precision)
-    if models.draft_spec is not None:
-        per_token += models.draft_spec.kv_bytes_per_token(precision.kv_format)
-        w += weight_bytes(models.draft_spec, precision)
+    per_token = kv_cache_bytes(spec, 1, 1, precision.kv_format, parallel.tensor)
+    w = weight_bytes(spec, precision, parallel.tensor)
+    own_draft = models.draft_spec is not None and models.draft_chips > 0
+    if models.draft_spec is not None and not own_draft:      # the draft's weights and KV beside the target's
+        per_token += kv_cache_bytes(models.draft_spec, 1, 1, precision.kv_format, parallel.tensor)
+        w += weight_bytes(models.draft_spec, precision, parallel.tensor)
     cap = chip.memory.dram.capacity_bytes * chips_per_replica
     if not 0 < cfg.memory_utilisation <= 1:
         raise WorkloadError(f"memory_utilisation: must be in (0, 1], got {cfg.memory_utilisation}")
@@ -275,14 +338,27 @@ def _kv_blocks(cfg: ServeConfig, chip: ChipSpec, spec: ModelSpec, models: _CostM
                 f"{chips_per_replica} x {chip.name} ({cap * cfg.memory_utilisation / 1e9:,.1f} GB usable); "
                 "use more --tensor-parallel or narrower weights")
         blocks = int(budget // (per_token * cfg.block_tokens))
+    if own_draft:
+        # the draft keeps a KV entry for every token the target does, on its own chips: the
+        # cache holds what both memories allow
+        dchip, dprec = models.draft.chip, models.draft_precision
+        d_cap = dchip.memory.dram.capacity_bytes * models.draft_chips * cfg.memory_utilisation
+        d_w = weight_bytes(models.draft_spec, dprec, models.draft_chips)
+        d_per_token = kv_cache_bytes(models.draft_spec, 1, 1, dprec.kv_format, models.draft_chips)
+        if d_cap - d_w <= 0:
+            raise WorkloadError(
+                f"draft_chip: {models.draft_spec.name} weights ({d_w / 1e9:,.1f} GB) leave no KV cache on "
+                f"{models.draft_chips} x {dchip.name} ({d_cap / 1e9:,.1f} GB usable); use more "
+                "draft_tensor_parallel, a bigger draft chip or narrower weights")
+        blocks = min(blocks, int((d_cap - d_w) // (d_per_token * cfg.block_tokens)))
     extra_tokens = (cfg.speculative_k + 1) if models.speculative else 1
     big = max(reqs, key=lambda r: r.prompt_tokens + r.output_tokens)
     need = -(-(big.prompt_tokens + big.output_tokens + extra_tokens) // cfg.block_tokens)
     if need > blocks:
         raise WorkloadError(
             f"kv_capacity_tokens: the KV cache of one replica holds {blocks * cfg.block_tokens:,} tokens "
-            f"({blocks:,} blocks of {cfg.block_tokens}), smaller than one request (request {big.id}: "
-            f"{big.prompt_tokens} prompt + {big.output_tokens} output tokens)")
+            f"({blocks:,} block{'s' if blocks != 1 else ''} of {cfg.block_tokens}), smaller than one request "
+            f"(request {big.id}: {big.prompt_tokens} prompt + {big.output_tokens} output tokens)")
     too_long = next((r for r in reqs if r.prompt_tokens + r.output_tokens + extra_tokens > spec.max_context), None)
     if too_long is not None:
         raise WorkloadError(f"request {too_long.id}: prompt_tokens + output_tokens = "

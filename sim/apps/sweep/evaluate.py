@@ -80,7 +80,7 @@ def _length(v):
     return v if isinstance(v, int) else LengthSpec.model_validate(v).dist()
 
 
-def _serving(chip: ChipSpec, model, wl: dict, draft) -> dict[str, float]:
+def _serving(chip: ChipSpec, model, wl: dict, draft, draft_chip: ChipSpec | None = None) -> dict[str, float]:
     """A serving point: :func:`sim.apps.serving.serve` with the workload's options; the row is
     its summary (latency percentiles over finished requests, throughput, goodput, KV use...)."""
     slos = {}
@@ -98,7 +98,8 @@ def _serving(chip: ChipSpec, model, wl: dict, draft) -> dict[str, float]:
                 memory_utilisation=wl["memory_utilisation"], preemption=wl["preemption"],
                 prefix_caching=wl["prefix_caching"], prefix_groups=wl["prefix_groups"],
                 prefix_tokens=wl["prefix_tokens"], speculative_k=wl["speculative_k"], speculative_alpha=wl["alpha"],
-                draft_model=draft, kv_link_gb_per_s=wl["kv_link_gb_per_s"], graphs=wl["graphs"],
+                draft_model=draft, draft_chip=draft_chip, draft_tensor_parallel=wl.get("draft_tensor_parallel", 1),
+                kv_link_gb_per_s=wl["kv_link_gb_per_s"], graphs=wl["graphs"],
                 max_queue=wl["max_queue"], drain_s=wl["drain_s"], slos=slos,
                 price_per_chip_hour=wl["price_per_chip_hour"], dtype=wl["dtype"], weight_dtype=wl["weight_dtype"],
                 kv_dtype=wl["kv_dtype"], tensor_parallel=wl["tensor_parallel"],
@@ -145,9 +146,10 @@ def _evaluate(task: dict) -> dict:
         if wl["kind"] == "gemm":
             row.update(_gemm(chip, wl))
         elif wl["kind"] == "serving":
-            draft = task.get("draft_model")
+            draft, draft_chip = task.get("draft_model"), task.get("draft_chip")
             row.update(_serving(chip, ModelSpec.model_validate(task["model"]), wl,
-                                ModelSpec.model_validate(draft) if draft else None))
+                                ModelSpec.model_validate(draft) if draft else None,
+                                ChipSpec.model_validate(draft_chip) if draft_chip else None))
         else:
             row.update(_llm(chip, ModelSpec.model_validate(task["model"]), wl))
     except Exception as exc:  # noqa: BLE001 - a failed point is a row, the sweep goes on

@@ -174,6 +174,13 @@ def _check_up_front(loaded: LoadedSpec, res: _Resolver, base: tuple[str, ...]) -
                 if err is not None:
                     problems.append(ConfigProblem(src, loaded.line_of(("workloads", i, field)),
                                                   f"workloads.{i}.{field}", _short(err)))
+    if not any(f"{WORKLOAD_PREFIX}draft_chip" in a.paths for a in loaded.axes):
+        for i, w in enumerate(spec.workloads):
+            if w.kind == "serving" and w.draft_chip:
+                _, _, err = res.chip(str(w.draft_chip), ())
+                if err is not None:
+                    problems.append(ConfigProblem(src, loaded.line_of(("workloads", i, "draft_chip")),
+                                                  f"workloads.{i}.draft_chip", _short(err)))
     if problems:
         raise ConfigError(problems)
 
@@ -251,11 +258,20 @@ def expand(loaded: LoadedSpec, extra_set: list[str] | None = None) -> list[Point
                     pt.error = (f"invalid point: parameter {WORKLOAD_PREFIX}draft_model = {wl.draft_model}: "
                                 f"{_short(merr)}")
                     continue
+            draft_chip_dict = None
+            if wl.kind == "serving" and wl.draft_chip:
+                _, draft_chip_dict, cerr = res.chip(str(wl.draft_chip), ())
+                if cerr is not None:
+                    pt.error = (f"invalid point: parameter {WORKLOAD_PREFIX}draft_chip = {wl.draft_chip}: "
+                                f"{_short(cerr)}")
+                    continue
             wparams = wl.params()
             what = {"workload": wparams, "model": model_dict}
             if draft_dict is not None:   # (only then: llm and gemm hashes stay as they were)
                 what["draft_model"] = draft_dict
+            if draft_chip_dict is not None:
+                what["draft_chip"] = draft_chip_dict
             pt.hash = content_hash(chip_dict, what)
             pt.task = {"hash": pt.hash, "chip": chip_dict, "workload": wparams, "model": model_dict,
-                       "draft_model": draft_dict}
+                       "draft_model": draft_dict, "draft_chip": draft_chip_dict}
     return points

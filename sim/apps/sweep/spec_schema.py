@@ -33,7 +33,8 @@ _GEMM_ONLY = ("m", "k", "n", "count", "row_length")
 _SERVING_ONLY = ("scheduler", "rate_per_s", "duration_s", "num_requests", "arrival", "cv", "prompt", "output", "seed",
                  "replicas", "prefill_replicas", "router", "max_batch", "token_budget", "timeout_ms", "block_tokens",
                  "kv_capacity_tokens", "memory_utilisation", "preemption", "prefix_caching", "prefix_groups",
-                 "prefix_tokens", "speculative_k", "alpha", "draft_model", "kv_link_gb_per_s", "graphs", "max_queue",
+                 "prefix_tokens", "speculative_k", "alpha", "draft_model", "draft_chip", "draft_tensor_parallel",
+                 "kv_link_gb_per_s", "graphs", "max_queue",
                  "drain_s", "slo_ttft_ms", "slo_tpot_ms", "price_per_chip_hour")
 #: fields of the llm kind that a serving workload shares (the model and how it is deployed)
 _LLM_AND_SERVING = ("model", "model_set", "kv_dtype", "tensor_parallel", "pipeline_parallel", "attention")
@@ -159,6 +160,8 @@ class WorkloadSpec(BaseModel):
     speculative_k: int = Field(0, ge=0, le=MAX_SWEEP_INT)
     alpha: float = Field(0.7, ge=0, le=1)
     draft_model: Optional[str] = None
+    draft_chip: Optional[str] = None        # a chip name or file the draft runs on (default: the target's chips)
+    draft_tensor_parallel: int = Field(1, ge=1, le=MAX_SWEEP_INT)
     kv_link_gb_per_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
     graphs: Literal[GRAPH_POLICIES] = "all"  # type: ignore[valid-type]
     max_queue: Optional[int] = Field(None, ge=0, le=MAX_SWEEP_INT)
@@ -177,7 +180,7 @@ class WorkloadSpec(BaseModel):
                              + f" (schedulers: {', '.join(SCHEDULERS)})")
         return key
 
-    @field_validator("name", "model", "draft_model", "dataflow")
+    @field_validator("name", "model", "draft_model", "draft_chip", "dataflow")
     @classmethod
     def _not_empty(cls, v):
         # `dataflow: ''` ran the chip's default and `name: ''` labelled the point by its model, as
@@ -258,6 +261,7 @@ class WorkloadSpec(BaseModel):
         d.pop("model", None)  # the resolved model goes into the hash instead of its name
         d.pop("model_set", None)  # (and so do its edits)
         d.pop("draft_model", None)  # (and the resolved draft model)
+        d.pop("draft_chip", None)   # (and the resolved draft chip)
         for f in NOT_FOR[self.kind]:
             d.pop(f, None)
         return d

@@ -143,12 +143,21 @@ def stage_layers(num_layers: int, pipeline: int) -> list[range]:
     return out
 
 
-def kv_cache_bytes(model: ModelSpec, tokens: int, batch: int = 1, kv_dtype: str = "bf16") -> int:
-    """KV-cache bytes: ``2 × layers × kv_heads × head_dim × tokens × batch × bytes per value``.
+def kv_replication(model: ModelSpec, tensor: int = 1) -> int:
+    """Copies of each KV head a tensor-parallel group of ``tensor`` chips keeps: 1, or
+    ``tensor / kv_heads`` when there are fewer KV heads than chips (each chip keeps one head,
+    its cache and its K/V weight columns; Megatron-LM and vLLM replicate them so)."""
+    return max(1, int(tensor) // model.num_kv_heads)
+
+
+def kv_cache_bytes(model: ModelSpec, tokens: int, batch: int = 1, kv_dtype: str = "bf16", tensor: int = 1) -> int:
+    """KV-cache bytes: ``2 × layers × kv_heads × head_dim × tokens × batch × bytes per value``,
+    on all ``tensor`` chips of a tensor-parallel group together (replicated heads counted
+    once per copy, :func:`kv_replication`).
 
     Block-scaled formats add their scales (blocks along ``head_dim``, per head vector).
     """
-    return model.kv_bytes_per_token(kv_dtype) * int(tokens) * int(batch)
+    return model.kv_bytes_per_token(kv_dtype) * int(tokens) * int(batch) * kv_replication(model, tensor)
 
 
 def _matrix_bytes(fmt: str, k: int, n: int, sparsity: str | None = None) -> int:
@@ -157,8 +166,11 @@ def _matrix_bytes(fmt: str, k: int, n: int, sparsity: str | None = None) -> int:
     return get_format(fmt).bytes_for(k * n)
 
 
-def weight_bytes(model: ModelSpec, precision: Precision = Precision()) -> int:
-    """Bytes of all weights as the builder stores them (whole model, all chips together).
+def weight_bytes(model: ModelSpec, precision: Precision = Precision(), tensor: int = 1) -> int:
+    """Bytes of all weights as the builder stores them (whole model, all ``tensor`` chips of
+    a tensor-parallel group together: K/V columns replicated with their heads,
+    :func:`kv_replication`; embeddings and LM head split over the vocabulary as serving
+    stacks shard them, so stored once).
 
     Linear layers of the decoder (QKV, output, MLP / experts) in ``weight_format`` (2:4
     compressed when sparse); embeddings, LM head, router, norms and biases in the
@@ -167,6 +179,12 @@ def weight_bytes(model: ModelSpec, precision: Precision = Precision()) -> int:
     wf, vf, sp = precision.weight_format, precision.vector_format, precision.sparsity
     h, f = model.hidden_size, model.ffn_size
     vb = get_format(vf)
+    rep = kv_replication(model, tensor)
+    if rep > 1:     # the replicated K and V columns of every layer's QKV projection
+        kv_cols = 2 * model.num_kv_heads * model.head_dim
+        extra = (rep - 1) * model.num_layers * (_matrix_bytes(wf, h, kv_cols, sp)
+                                                + (vb.bytes_for(kv_cols) if model.attention_bias else 0))
+        return weight_bytes(model, precision) + extra
     mlp = (_matrix_bytes(wf, h, 2 * f, sp) if model.gated_mlp else _matrix_bytes(wf, h, f, sp)) \
         + _matrix_bytes(wf, f, h, sp)
     mlp_bias = vb.bytes_for((2 * f if model.gated_mlp else f) + h) if model.mlp_bias else 0
