@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.apps.serving.search import pareto_front
+
 DPI = 150
 #: legible at the README's width (the figures are 8-12 inches wide)
 STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
@@ -232,8 +234,6 @@ def _group_name(key, cols) -> str:
 def pareto_rows(df, x: str = "tokens_per_s_per_user", y: str = "output_tokens_per_s_per_chip") -> list:
     """Index labels of ``df``'s Pareto front: rows meeting the SLOs (``meets_slo``, all rows
     without that column) that no other such row beats in both ``x`` and ``y`` (maximised)."""
-    from sim.apps.serving.search import pareto_front
-
     ok = df[x].notna() & df[y].notna()
     if "meets_slo" in df:
         ok &= df["meets_slo"].fillna(False).astype(bool)
