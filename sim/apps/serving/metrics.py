@@ -57,6 +57,8 @@ def _pcts(x: np.ndarray, name: str, out: dict, weights: np.ndarray | None = None
 
 def summarise(req, its, timeline, *, slos: dict, chips: int, peak_flops: float, peak_bytes_per_s: float,
               price_per_chip_hour: float | None, end_s: float, kv_stats: dict, extra: dict) -> dict[str, Any]:
+    """The run's summary; ``peak_flops`` and ``peak_bytes_per_s`` are those of all ``chips``
+    together (MFU and MBU divide by them)."""
     fin = req[req["status"] == "finished"]
     s: dict[str, Any] = {"requests": int(len(req)), "finished": int(len(fin)),
                          "dropped": int((req["status"] == "dropped").sum()),
@@ -105,8 +107,8 @@ def summarise(req, its, timeline, *, slos: dict, chips: int, peak_flops: float, 
     s["energy_j"] = energy
     s["energy_per_output_token_j"] = energy / out_tok if out_tok else None
     s["energy_per_token_j"] = energy / (out_tok + in_tok) if out_tok + in_tok else None
-    s["mfu"] = flops / span / (peak_flops * chips) if peak_flops else None
-    s["mbu"] = dram / span / (peak_bytes_per_s * chips) if peak_bytes_per_s else None
+    s["mfu"] = flops / span / peak_flops if peak_flops else None
+    s["mbu"] = dram / span / peak_bytes_per_s if peak_bytes_per_s else None
     if price_per_chip_hour is not None:
         s["price_per_chip_hour"] = price_per_chip_hour
         s["cost_per_million_output_tokens"] = (price_per_chip_hour * chips * span / 3600.0 / out_tok * 1e6

@@ -137,18 +137,25 @@ def _check(cfg: ServeConfig) -> None:
                             "(without it the draft shares the target's tensor-parallel group)")
 
 
-def load_draft_chip(draft_chip, flag: str = "draft_chip") -> ChipSpec | None:
-    """The chip the draft model runs on (a name, a path or a ChipSpec; None: the target's)."""
-    if draft_chip is None:
+def _load_named(value, load, flag: str, what: str, passthrough: tuple = ()):
+    """``load(value)`` (None: None), an empty name refused and any other error prefixed by
+    ``flag``, except the ``passthrough`` errors, raised as they are."""
+    if value is None:
         return None
-    if isinstance(draft_chip, str) and not draft_chip.strip():
-        raise WorkloadError(f"{flag}: empty; give a chip name or a chip file, or leave it out")
+    if isinstance(value, str) and not value.strip():
+        raise WorkloadError(f"{flag}: empty; give a {what} name or a {what} file, or leave it out")
     try:
-        return as_chip(draft_chip)
-    except ConfigError:
-        raise                   # an invalid chip file: its own message names file, line and key
+        return load(value)
+    except passthrough:
+        raise
     except SimError as exc:
         raise WorkloadError(f"{flag}: {exc}") from None
+
+
+def load_draft_chip(draft_chip, flag: str = "draft_chip") -> ChipSpec | None:
+    """The chip the draft model runs on (a name, a path or a ChipSpec; None: the target's); an
+    invalid chip file's own error names its file, line and key."""
+    return _load_named(draft_chip, as_chip, flag, "chip", (ConfigError,))
 
 
 def load_draft_model(draft_model, flag: str = "draft_model"):
@@ -156,14 +163,7 @@ def load_draft_model(draft_model, flag: str = "draft_model"):
     and checked even when no token is drafted (``speculative_k`` 0), so a typo is never silent
     (``draft_model="nomodel"`` passed ``serve`` without a word).  ``sim serve --draft-model`` and
     :func:`serve` both check it here; errors name ``flag``."""
-    if draft_model is None:
-        return None
-    if isinstance(draft_model, str) and not draft_model.strip():
-        raise WorkloadError(f"{flag}: empty; give a model name or a model file, or leave it out")
-    try:
-        return load_model_spec(draft_model)
-    except SimError as exc:
-        raise WorkloadError(f"{flag}: {exc}") from None
+    return _load_named(draft_model, load_model_spec, flag, "model")
 
 
 def _requests(cfg: ServeConfig, requests) -> tuple[Request, ...]:
@@ -232,11 +232,11 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
     req_df, it_df, tl_df = _tables(reqs, loop)
     target_chips = parallel.tensor * parallel.pipeline
     chips = (target_chips + models.draft_chips) * len(replicas)
-    peak_flops = chip.dtype_peak_flops(dtype) * target_chips
-    peak_bytes = chip.memory.dram.peak_bytes_per_s * target_chips
+    replica_peak_flops = chip.dtype_peak_flops(dtype) * target_chips
+    replica_peak_bytes = chip.memory.dram.peak_bytes_per_s * target_chips
     if models.draft_chips:      # MFU / MBU against every chip's peak, the draft's included
-        peak_flops += draft_chip.dtype_peak_flops(models.draft_precision.dtype) * models.draft_chips
-        peak_bytes += draft_chip.memory.dram.peak_bytes_per_s * models.draft_chips
+        replica_peak_flops += draft_chip.dtype_peak_flops(models.draft_precision.dtype) * models.draft_chips
+        replica_peak_bytes += draft_chip.memory.dram.peak_bytes_per_s * models.draft_chips
     extra = {"chip": chip.name, "model": spec.name, "scheduler": sched_cls.name, "replicas": len(replicas),
              "tensor_parallel": cfg.tensor_parallel, "stack": models.target.stack.name, "kv_blocks_per_replica": blocks,
              "kv_tokens_per_replica": blocks * cfg.block_tokens, "token_budget": token_budget,
@@ -249,8 +249,8 @@ def serve(chip: ChipSpec | str, model, requests=None, *, model_set=None, **kwarg
         extra["draft_chip"] = (draft_chip or chip).name
         extra["draft_chips_per_replica"] = models.draft_chips
     summary = summarise(req_df, it_df, tl_df, slos=slos, chips=chips,
-                        peak_flops=peak_flops * len(replicas) / chips,
-                        peak_bytes_per_s=peak_bytes * len(replicas) / chips,
+                        peak_flops=replica_peak_flops * len(replicas),
+                        peak_bytes_per_s=replica_peak_bytes * len(replicas),
                         price_per_chip_hour=cfg.price_per_chip_hour, end_s=end_s, kv_stats=_kv_stats(replicas),
                         extra=extra)
     conf = asdict(cfg)
